@@ -1,0 +1,58 @@
+/* core.c: plan checks, presets by name, error strings and the CPU's subnormal mode. */
+#include <string.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#endif
+#include "mmaemu.h"
+
+const char* mmaemu_error_string(int code) {
+    switch (code) {
+    case MM_OK: return "ok";
+    case MM_ERR_ARGUMENT: return "invalid argument (size, stride, format or split plan)";
+    case MM_ERR_FLUSH_DENORMAL:
+        return "the CPU flushes subnormal numbers to zero (torch.set_flush_denormal(True)); "
+               "mmaemu refuses to run because fp32 adds would not be IEEE. "
+               "Call torch.set_flush_denormal(False)";
+    case MM_ERR_NO_MEMORY: return "out of memory";
+    case MM_ERR_UNAVAILABLE: return "backend unavailable";
+    default: return "unknown error";
+    }
+}
+
+int mmaemu_preset_id(const char* name) {
+    if (!name) return -1;
+    if (strcmp(name, "hopper") == 0) return MM_PRESET_HOPPER;
+    if (strcmp(name, "ada") == 0) return MM_PRESET_ADA;
+    if (strcmp(name, "b200") == 0) return MM_PRESET_B200;
+    return -1;
+}
+
+int mmaemu_cpu_flushes_denormals(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    return (_mm_getcsr() & 0x8040u) != 0; /* FTZ (bit 15) or DAZ (bit 6) */
+#elif defined(__aarch64__)
+    uint64_t fpcr;
+    __asm__ volatile("mrs %0, fpcr" : "=r"(fpcr));
+    return (int)((fpcr >> 24) & 1u);
+#else
+    return 0;
+#endif
+}
+
+int mmaemu_gemm_check(const mm_gemm* g) {
+    if (!g) return MM_ERR_ARGUMENT;
+    if (g->M < 0 || g->N < 0 || g->K < 0) return MM_ERR_ARGUMENT;
+    if (g->fmt_a < MM_FMT_E4M3 || g->fmt_a > MM_FMT_E5M2) return MM_ERR_ARGUMENT;
+    if (g->fmt_b < MM_FMT_E4M3 || g->fmt_b > MM_FMT_E5M2) return MM_ERR_ARGUMENT;
+    if (g->out_kind < MM_OUT_F32 || g->out_kind > MM_OUT_ACC) return MM_ERR_ARGUMENT;
+    if (g->epilogue_order < MM_EPI_H1 || g->epilogue_order > MM_EPI_H3) return MM_ERR_ARGUMENT;
+    if (g->scheme < MM_SCHEME_NONE || g->scheme > MM_SCHEME_PAIRWISE) return MM_ERR_ARGUMENT;
+    if (g->splits < 1 || g->splits > MM_MAX_SPLITS) return MM_ERR_ARGUMENT;
+    if (g->preset.block < 1 || g->preset.block > 64 || g->preset.promote_blocks < 1) return MM_ERR_ARGUMENT;
+    if (g->preset.frac < 0 || g->preset.frac > 30 || g->preset.keep < 1 || g->preset.keep > 40) return MM_ERR_ARGUMENT;
+    if (g->M > 0 && g->N > 0) {
+        if (!g->out || g->ldo < 0) return MM_ERR_ARGUMENT;
+        if (g->K > 0 && (!g->a || !g->b || g->lda < 0 || g->ldb < 0)) return MM_ERR_ARGUMENT;
+    }
+    return MM_OK;
+}

@@ -1,0 +1,50 @@
+/* mmaemu.h: the C API of the mmaemu core (no torch dependency).
+ *
+ * The C++ shim (torch_ops.cpp) turns tensors into these structs. Every function returns
+ * MM_OK or an error code; mmaemu_error_string() says what went wrong. */
+#ifndef MMAEMU_H
+#define MMAEMU_H
+
+#include "kernels/mmaemu_gemm.h"
+#include "kernels/mmaemu_presets.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum {
+    MM_OK = 0,
+    MM_ERR_ARGUMENT = 1,      /* a size, stride, format or plan value out of range */
+    MM_ERR_FLUSH_DENORMAL = 2, /* the CPU flushes subnormals: fp32 adds would be wrong */
+    MM_ERR_NO_MEMORY = 3,
+    MM_ERR_UNAVAILABLE = 4    /* the requested backend cannot run here */
+};
+
+const char* mmaemu_error_string(int code);
+
+/* Preset id for a name ("hopper", "ada", "b200"), or -1. */
+int mmaemu_preset_id(const char* name);
+
+/* 1 when the calling thread flushes fp32 subnormals (x86 MXCSR FTZ/DAZ, AArch64 FPCR.FZ). */
+int mmaemu_cpu_flushes_denormals(void);
+
+/* Checks a plan's sizes, strides and enums (so no kernel indexes out of bounds). */
+int mmaemu_gemm_check(const mm_gemm* g);
+
+/* The scalar reference: every output element computed from scratch, one at a time. */
+int mmaemu_gemm_reference(const mm_gemm* g);
+
+/* The `cpu` backend: the same bits as mmaemu_gemm_reference, fast. */
+int mmaemu_gemm_cpu(const mm_gemm* g, int threads);
+
+/* mmaemu.mma: d[i] = the preset's chain of blocks over a[i, :] . b[i, :] starting from c[i].
+ * a, b: [n, K] with row strides lda, ldb; K a multiple of the block size. */
+int mmaemu_mma_reference(const uint8_t* a, int64_t lda, int fmt_a, const uint8_t* b,
+                         int64_t ldb, int fmt_b, const float* c, int64_t n, int64_t K,
+                         int preset_id, float* d);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MMAEMU_H */

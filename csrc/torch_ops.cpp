@@ -1,0 +1,224 @@
+// torch_ops.cpp: registers the mmaemu ops with PyTorch and turns tensors into C plans.
+//
+// No arithmetic here: every bit comes from the C core (mmaemu.h). The Python layer
+// (mmaemu/api.py) validates arguments exactly as torch._scaled_mm does and picks the profile,
+// split and backend; these kernels re-check what they rely on so that a direct
+// torch.ops.mmaemu.* call can never read out of bounds.
+#include <Python.h>
+#include <torch/library.h>
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <string>
+
+#include "mmaemu.h"
+#include "cuda_backend.h"
+
+namespace {
+
+int fp8_format(const at::Tensor& t, const char* name) {
+  if (t.scalar_type() == at::kFloat8_e4m3fn) return MM_FMT_E4M3;
+  if (t.scalar_type() == at::kFloat8_e5m2) return MM_FMT_E5M2;
+  TORCH_CHECK(false, "Expected ", name, " to be Float8 matrix got ", t.scalar_type());
+}
+
+int out_kind(at::ScalarType dt) {
+  switch (dt) {
+    case at::kFloat: return MM_OUT_F32;
+    case at::kBFloat16: return MM_OUT_BF16;
+    case at::kHalf: return MM_OUT_F16;
+    case at::kFloat8_e4m3fn: return MM_OUT_E4M3;
+    case at::kFloat8_e5m2: return MM_OUT_E5M2;
+    default: TORCH_CHECK(false, "mmaemu: out_dtype ", dt, " is not supported");
+  }
+}
+
+int scheme_id(const std::string& s) {
+  if (s == "none") return MM_SCHEME_NONE;
+  if (s == "contiguous") return MM_SCHEME_CONTIGUOUS;
+  if (s == "serial") return MM_SCHEME_SERIAL;
+  if (s == "pairwise") return MM_SCHEME_PAIRWISE;
+  TORCH_CHECK(false, "mmaemu: unknown split scheme '", s, "'");
+}
+
+int preset_id(const std::string& name) {
+  int id = mmaemu_preset_id(name.c_str());
+  TORCH_CHECK(id >= 0, "mmaemu: unknown preset '", name, "'");
+  return id;
+}
+
+float scalar_scale(const at::Tensor& s, const char* name) {
+  TORCH_CHECK(s.scalar_type() == at::kFloat && s.numel() == 1, "mmaemu: ", name,
+              " must be a float32 tensor with one element");
+  return s.to(at::kCPU).item<float>();
+}
+
+// Rows of t along K with unit K stride: t itself when it already has them, else a copy.
+at::Tensor k_contiguous(const at::Tensor& t) {
+  return t.stride(1) == 1 ? t : t.contiguous();
+}
+
+void run(const mm_gemm& g, const std::string& backend, c10::Device device) {
+  int rc;
+  if (device.is_cuda()) {
+    rc = mmaemu_cuda_gemm(&g, backend.c_str(), device.index());
+    TORCH_CHECK(rc == MM_OK, "mmaemu: CUDA backend '", backend, "' failed: ",
+                mmaemu_cuda_last_error());
+    return;
+  }
+  TORCH_CHECK(!mmaemu_cpu_flushes_denormals(), "mmaemu: ",
+              mmaemu_error_string(MM_ERR_FLUSH_DENORMAL));
+  if (backend == "reference") {
+    rc = mmaemu_gemm_reference(&g);
+  } else {
+    TORCH_CHECK(backend == "auto" || backend == "cpu", "mmaemu: backend '", backend,
+                "' cannot run on CPU tensors");
+    rc = mmaemu_gemm_cpu(&g, at::get_num_threads());
+  }
+  TORCH_CHECK(rc == MM_OK, "mmaemu: ", mmaemu_error_string(rc));
+}
+
+// The shared part of scaled_mm and accumulate: a [M, K] and b [N, K] as K-contiguous rows.
+mm_gemm make_plan(const at::Tensor& a, const at::Tensor& b, bool fast, const std::string& preset,
+                  int64_t splits, const std::string& scheme) {
+  TORCH_CHECK(a.dim() == 2 && b.dim() == 2, "mmaemu: operands must be matrices");
+  TORCH_CHECK(a.size(1) == b.size(1), "mmaemu: operands disagree on K (", a.size(1), " vs ",
+              b.size(1), ")");
+  TORCH_CHECK(a.device() == b.device(), "mmaemu: operands must be on the same device");
+  TORCH_CHECK(splits >= 1 && splits <= MM_MAX_SPLITS, "mmaemu: splits must be in [1, ",
+              MM_MAX_SPLITS, "], got ", splits);
+  mm_gemm g = {};
+  g.fmt_a = fp8_format(a, "mat1");
+  g.fmt_b = fp8_format(b, "mat2");
+  g.a = static_cast<const uint8_t*>(a.data_ptr());
+  g.b = static_cast<const uint8_t*>(b.data_ptr());
+  g.lda = a.stride(0);
+  g.ldb = b.stride(0);
+  g.M = a.size(0);
+  g.N = b.size(0);
+  g.K = a.size(1);
+  g.fast_accum = fast ? 1 : 0;
+  g.splits = static_cast<int32_t>(splits);
+  g.scheme = scheme_id(scheme);
+  g.preset = mm_preset_get(preset_id(preset));
+  g.epilogue_order = MM_EPI_H1;
+  return g;
+}
+
+at::Tensor scaled_mm(const at::Tensor& mat1, const at::Tensor& mat2, const at::Tensor& scale_a,
+                     const at::Tensor& scale_b, const std::optional<at::Tensor>& bias,
+                     const std::optional<at::Tensor>& scale_result,
+                     std::optional<at::ScalarType> out_dtype, bool use_fast_accum,
+                     std::string preset, int64_t splits, std::string scheme,
+                     std::string backend, int64_t epilogue) {
+  TORCH_CHECK(!bias.has_value(), "mmaemu: bias is not supported");
+  TORCH_CHECK(mat1.dim() == 2 && mat2.dim() == 2, "mmaemu: mat1 and mat2 must be matrices");
+  TORCH_CHECK(epilogue >= MM_EPI_H1 && epilogue <= MM_EPI_H3, "mmaemu: unknown epilogue order ",
+              epilogue);
+  const at::Tensor a = k_contiguous(mat1);
+  const at::Tensor b = k_contiguous(mat2.t());
+  mm_gemm g = make_plan(a, b, use_fast_accum, preset, splits, scheme);
+  const at::ScalarType odt = out_dtype.value_or(mat1.scalar_type());
+  g.out_kind = out_kind(odt);
+  g.epilogue_order = static_cast<int32_t>(epilogue);
+  g.scale_a = scalar_scale(scale_a, "scale_a");
+  g.scale_b = scalar_scale(scale_b, "scale_b");
+  if (scale_result.has_value()) {
+    g.has_scale_result = 1;
+    g.scale_result = scalar_scale(*scale_result, "scale_result");
+  }
+  at::Tensor out = at::empty({g.M, g.N}, mat1.options().dtype(odt));
+  if (g.M == 0 || g.N == 0) return out;
+  if (g.K == 0) return out.zero_();
+  g.out = out.data_ptr();
+  g.ldo = g.N;
+  run(g, backend, mat1.device());
+  return out;
+}
+
+at::Tensor accumulate(const at::Tensor& a_in, const at::Tensor& b_in, bool use_fast_accum,
+                      std::string preset, int64_t splits, std::string scheme,
+                      std::string backend) {
+  TORCH_CHECK(a_in.dim() == 2 && b_in.dim() == 2, "mmaemu: x and w must be matrices");
+  const at::Tensor a = k_contiguous(a_in);
+  const at::Tensor b = k_contiguous(b_in);
+  mm_gemm g = make_plan(a, b, use_fast_accum, preset, splits, scheme);
+  g.out_kind = MM_OUT_ACC;
+  at::Tensor out = at::empty({g.M, g.N}, a.options().dtype(at::kFloat));
+  if (g.M == 0 || g.N == 0) return out;
+  if (g.K == 0) return out.zero_();
+  g.out = out.data_ptr();
+  g.ldo = g.N;
+  run(g, backend, a.device());
+  return out;
+}
+
+at::Tensor mma(const at::Tensor& a_in, const at::Tensor& b_in, const at::Tensor& c_in,
+               std::string preset) {
+  TORCH_CHECK(a_in.dim() == 2 && b_in.dim() == 2 && a_in.sizes() == b_in.sizes(),
+              "mmaemu.mma: a and b must be [n, K] matrices of the same shape");
+  TORCH_CHECK(c_in.dim() == 1 && c_in.size(0) == a_in.size(0) && c_in.scalar_type() == at::kFloat,
+              "mmaemu.mma: c must be a float32 vector of length n");
+  TORCH_CHECK(a_in.device().is_cpu() && b_in.device().is_cpu() && c_in.device().is_cpu(),
+              "mmaemu.mma runs on CPU tensors");
+  const int pid = preset_id(preset);
+  const mm_preset p = mm_preset_get(pid);
+  TORCH_CHECK(a_in.size(1) % p.block == 0, "mmaemu.mma: K = ", a_in.size(1),
+              " is not a multiple of the '", preset, "' block size ", p.block);
+  const at::Tensor a = k_contiguous(a_in), b = k_contiguous(b_in), c = c_in.contiguous();
+  at::Tensor d = at::empty({a.size(0)}, c.options());
+  TORCH_CHECK(!mmaemu_cpu_flushes_denormals(), "mmaemu: ",
+              mmaemu_error_string(MM_ERR_FLUSH_DENORMAL));
+  const int rc = mmaemu_mma_reference(
+      static_cast<const uint8_t*>(a.data_ptr()), a.stride(0), fp8_format(a, "a"),
+      static_cast<const uint8_t*>(b.data_ptr()), b.stride(0), fp8_format(b, "b"),
+      c.data_ptr<float>(), a.size(0), a.size(1), pid, d.data_ptr<float>());
+  TORCH_CHECK(rc == MM_OK, "mmaemu.mma: ", mmaemu_error_string(rc));
+  return d;
+}
+
+}  // namespace
+
+TORCH_LIBRARY(mmaemu, m) {
+  m.def(
+      "scaled_mm(Tensor mat1, Tensor mat2, Tensor scale_a, Tensor scale_b, Tensor? bias=None, "
+      "Tensor? scale_result=None, ScalarType? out_dtype=None, bool use_fast_accum=False, "
+      "str preset=\"hopper\", int splits=1, str scheme=\"none\", str backend=\"auto\", "
+      "int epilogue=0) -> Tensor");
+  m.def(
+      "accumulate(Tensor x, Tensor w, bool use_fast_accum, str preset=\"hopper\", int splits=1, "
+      "str scheme=\"none\", str backend=\"auto\") -> Tensor");
+  m.def("mma(Tensor a, Tensor b, Tensor c, str preset=\"hopper\") -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(mmaemu, CPU, m) {
+  m.impl("scaled_mm", &scaled_mm);
+  m.impl("accumulate", &accumulate);
+  m.impl("mma", &mma);
+}
+
+TORCH_LIBRARY_IMPL(mmaemu, CUDA, m) {
+  m.impl("scaled_mm", &scaled_mm);
+  m.impl("accumulate", &accumulate);
+}
+
+// The Python module mmaemu._C: importing it runs the registrations above. Its functions are
+// small queries the Python layer needs outside of any op.
+static PyObject* py_cpu_flushes_denormals(PyObject*, PyObject*) {
+  return PyBool_FromLong(mmaemu_cpu_flushes_denormals());
+}
+
+static PyObject* py_cuda_status(PyObject*, PyObject*) {
+  return PyUnicode_FromString(mmaemu_cuda_status());
+}
+
+static PyMethodDef methods[] = {
+    {"cpu_flushes_denormals", py_cpu_flushes_denormals, METH_NOARGS,
+     "True when this thread's CPU flushes fp32 subnormals to zero."},
+    {"cuda_status", py_cuda_status, METH_NOARGS,
+     "One line on the CUDA driver loader's state."},
+    {nullptr, nullptr, 0, nullptr}};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_C", nullptr, -1, methods};
+
+PyMODINIT_FUNC PyInit__C(void) { return PyModule_Create(&module); }

@@ -1,0 +1,19 @@
+"""mmaemu: the exact bits of NVIDIA FP8 tensor-core GEMMs, on any CPU or CUDA GPU."""
+import torch  # noqa: F401  (loads libtorch before the extension)
+
+from . import _C  # noqa: F401  (registers torch.ops.mmaemu.*)
+from . import _meta  # noqa: F401  (fake kernels for torch.compile)
+from .errors import (BackendFallbackWarning, BackendUnavailableError, ExperimentalPresetWarning,
+                     MmaemuError, ReferenceRejectsError, SplitKUnknownError,
+                     UnsupportedFeatureError, UnvalidatedEnvelopeWarning, UnverifiedSplitWarning)
+from .api import accumulate, mma, scaled_mm
+from . import testing
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "scaled_mm", "accumulate", "mma", "testing",
+    "MmaemuError", "ReferenceRejectsError", "UnsupportedFeatureError", "SplitKUnknownError",
+    "BackendUnavailableError", "ExperimentalPresetWarning", "UnverifiedSplitWarning",
+    "UnvalidatedEnvelopeWarning", "BackendFallbackWarning",
+]
