@@ -6,13 +6,17 @@ from . import _meta  # noqa: F401  (fake kernels for torch.compile)
 from .errors import (BackendFallbackWarning, BackendUnavailableError, ExperimentalPresetWarning,
                      MmaemuError, ReferenceRejectsError, SplitKUnknownError,
                      UnsupportedFeatureError, UnvalidatedEnvelopeWarning, UnverifiedSplitWarning)
-from .api import accumulate, mma, scaled_mm
+from .api import accumulate, explain, mma, scaled_mm
+from .plan import CallPlan
+from .profiles import Preset, Profile, get_preset, get_profile, presets, profiles
+from .splitk import SplitDecision
 from . import testing
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "scaled_mm", "accumulate", "mma", "testing",
+    "scaled_mm", "accumulate", "mma", "explain", "testing", "CallPlan", "SplitDecision",
+    "Profile", "Preset", "get_profile", "get_preset", "profiles", "presets",
     "MmaemuError", "ReferenceRejectsError", "UnsupportedFeatureError", "SplitKUnknownError",
     "BackendUnavailableError", "ExperimentalPresetWarning", "UnverifiedSplitWarning",
     "UnvalidatedEnvelopeWarning", "BackendFallbackWarning",

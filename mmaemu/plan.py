@@ -1,0 +1,106 @@
+"""Call plans: every decision of a call (profile, preset, split, backend) before any computing.
+
+`mmaemu.explain(...)` returns a CallPlan; `mmaemu.scaled_mm` builds the same plan and hands its
+op arguments to torch.ops.mmaemu.scaled_mm. Planning reads only shapes, dtypes and devices, so
+under torch.compile it runs once per compiled call site (see `_decide`).
+"""
+import os
+import warnings
+from dataclasses import dataclass, field
+from typing import List, Optional
+
+import torch
+
+from . import errors
+from .backends import resolve as resolve_backend
+from .profiles import get_preset, get_profile
+from .splitk import DTYPE_NAMES, SplitDecision, decide
+
+EPILOGUE_ORDERS = {"H1": 0, "H2": 1, "H3": 2}
+
+
+@dataclass
+class CallPlan:
+    """What a call will do: validation result, profile, preset, split, backend, warnings."""
+    validation: str
+    profile: Optional[str]
+    preset: Optional[str]
+    preset_maturity: Optional[str]
+    split: Optional[SplitDecision]
+    backend: Optional[str]
+    fallbacks: List[str] = field(default_factory=list)
+    warnings: List[str] = field(default_factory=list)
+    epilogue: str = "H1"
+
+    def op_args(self) -> dict:
+        """The keyword arguments of torch.ops.mmaemu.scaled_mm that pin this plan (for code that
+        calls the op directly, e.g. TorchScript)."""
+        if self.validation != "ok" or self.split is None or self.split.S is None:
+            raise errors.MmaemuError(f"this plan cannot run: validation={self.validation!r}, "
+                                     f"split={self.split!r}")
+        return {"preset": self.preset, "splits": self.split.S, "scheme": self.split.scheme,
+                "backend": self.backend, "epilogue": EPILOGUE_ORDERS[self.epilogue]}
+
+    def __repr__(self):
+        return (f"CallPlan(validation={self.validation!r}, profile={self.profile!r}, "
+                f"preset={self.preset!r}, preset_maturity={self.preset_maturity!r},\n"
+                f"  split={self.split!r},\n"
+                f"  backend={self.backend!r}, fallbacks={self.fallbacks!r}, warnings={self.warnings!r})")
+
+
+def dtype_name(dtype) -> str:
+    return DTYPE_NAMES[str(dtype)]
+
+
+def build_plan(M, N, K, fmt_a, fmt_b, out_dtype, fast, *, profile=None, backend=None,
+               splitk="auto", device_type="cpu", device_index=None):
+    """The CallPlan of a validated call; raises the documented errors of an unrunnable one."""
+    prof = get_profile(profile)
+    preset = get_preset(prof.preset)
+    warns = []
+    if prof.experimental or preset.maturity == "experimental":
+        warns.append(("ExperimentalPresetWarning",
+                      f"profile {prof.name!r} (preset {preset.name!r}) is experimental: "
+                      f"{preset.evidence}"))
+    split, split_warns = decide(prof, M, N, K, fmt_a, fmt_b, out_dtype, fast, splitk)
+    warns += split_warns
+    name, fallbacks, backend_warns = resolve_backend(backend, device_type, device_index,
+                                                     preset.name, fmt_a, fmt_b)
+    warns += backend_warns
+    plan = CallPlan("ok", prof.name, preset.name, preset.maturity, split, name, fallbacks,
+                    [f"{cat}: {msg}" for cat, msg in warns])
+    return plan, warns
+
+
+def emit(warns, stacklevel):
+    for category, message in warns:
+        warnings.warn(message, getattr(errors, category), stacklevel=stacklevel + 1)
+
+
+@torch._dynamo.assume_constant_result
+def _decide(kind, M, N, K, fmt_a, fmt_b, out_dtype, fast, profile, backend, splitk,
+            device_type, device_index):
+    """Plans a call and emits its warnings; returns the op's plan arguments.
+
+    Its arguments are plain constants, so torch.compile runs it (really runs it, warnings and
+    table reads included) once while tracing and bakes its result into the graph: warnings are
+    then emitted once per compiled call site, as in eager mode once per call site.
+    """
+    plan, warns = build_plan(M, N, K, fmt_a, fmt_b, out_dtype, fast, profile=profile,
+                             backend=backend, splitk=splitk, device_type=device_type,
+                             device_index=device_index)
+    emit(warns, stacklevel=4)
+    args = plan.op_args()
+    return args["preset"], args["splits"], args["scheme"], args["backend"], args["epilogue"]
+
+
+def flush_denormal_check(device_type):
+    from . import _C
+    if device_type == "cpu" and _C.cpu_flushes_denormals():
+        raise errors.MmaemuError(
+            "CPU flush-to-zero is on (torch.set_flush_denormal(True)): subnormal arithmetic "
+            "would change, so mmaemu refuses to run. Call torch.set_flush_denormal(False).")
+
+
+def env_backend(backend):
+    return backend if backend is not None else (os.environ.get("MMAEMU_BACKEND") or "auto")
