@@ -6,6 +6,7 @@ import glob
 import os
 
 from setuptools import setup
+from setuptools.command.build_py import build_py
 from torch.utils.cpp_extension import BuildExtension, CppExtension
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
@@ -29,6 +30,17 @@ class BuildWithC(BuildExtension):
         super().build_extensions()
 
 
+class BuildPyWithTables(build_py):
+    """Ships tables/ (profiles, presets, split-K tables) inside the package as mmaemu/tables."""
+
+    def run(self):
+        super().run()
+        if self.editable_mode:
+            return  # an editable install reads tables/ from the source tree
+        dest = os.path.join(self.build_lib, "mmaemu", "tables")
+        self.copy_tree(os.path.join(ROOT, "tables"), dest)
+
+
 sources = sorted(glob.glob("csrc/*.c")) + ["csrc/torch_ops.cpp"]
 
 setup(
@@ -36,7 +48,6 @@ setup(
     version="0.1.0",
     description="Bit-exact emulation of NVIDIA FP8 tensor-core GEMMs on any CPU or CUDA GPU",
     packages=["mmaemu"],
-    package_data={"mmaemu": ["tables/*.json", "tables/splitk/*.json", "kernels/*"]},
     ext_modules=[
         CppExtension(
             "mmaemu._C",
@@ -46,7 +57,7 @@ setup(
             extra_link_args=[],
         )
     ],
-    cmdclass={"build_ext": BuildWithC},
+    cmdclass={"build_ext": BuildWithC, "build_py": BuildPyWithTables},
     python_requires=">=3.10",
     install_requires=["torch>=2.6", "numpy"],
 )
