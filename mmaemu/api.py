@@ -36,6 +36,8 @@ def scaled_mm(mat1, mat2, scale_a, scale_b, bias=None, scale_result=None, out_dt
                                use_fast_accum)
         flush_denormal_check(v.device.type)
         out_dtype = v.out_dtype
+        if v.empty:  # torch 2.7.1 returns before cuBLASLt: zeros (K == 0) or an empty matrix
+            return torch.zeros(v.M, v.N, dtype=out_dtype, device=v.device)
     elif out_dtype is None:
         out_dtype = mat1.dtype
     fmt_a, fmt_b = dtype_name(mat1.dtype), dtype_name(mat2.dtype)
@@ -56,6 +58,8 @@ def accumulate(x, w, *, use_fast_accum, profile=None, backend=None, splitk="auto
     if not torch.compiler.is_compiling():
         v = validate_accumulate(x, w, use_fast_accum)
         flush_denormal_check(v.device.type)
+        if v.empty:
+            return torch.zeros(v.M, v.N, dtype=torch.float32, device=v.device)
     fmt_a, fmt_b = dtype_name(x.dtype), dtype_name(w.dtype)
     preset, splits, scheme, name, _ = _plan_args(
         "accumulate", x.shape[0], w.shape[0], x.shape[1], fmt_a, fmt_b, torch.float32,
@@ -89,6 +93,15 @@ def explain(mat1, mat2, scale_a, scale_b, bias=None, scale_result=None, out_dtyp
                                use_fast_accum)
     except (errors.MmaemuError, TypeError, ValueError) as e:
         return errors_plan(f"{type(e).__name__}: {e}", profile)
+    if v.empty:
+        from .plan import CallPlan
+        from .profiles import get_profile
+        from .splitk import SplitDecision
+        prof = get_profile(profile)
+        pre = get_preset(prof.preset)
+        split = SplitDecision(1, "none", "rule", True, None,
+                              "M, N or K is 0: torch 2.7.1 returns before calling cuBLASLt")
+        return CallPlan("ok", prof.name, pre.name, pre.maturity, split, "none", [], [])
     return explain_shape(v.M, v.N, v.K, v.fmt_a, v.fmt_b, v.out_dtype, bool(use_fast_accum),
                          profile=profile, backend=backend, splitk=splitk,
                          device=v.device)
