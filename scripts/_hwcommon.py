@@ -48,13 +48,14 @@ def _splitmix64(x):
         return z ^ (z >> np.uint64(31))
 
 
-def gen_fp8_bytes(spec):
+def gen_fp8_bytes(spec, rows_subset=None):
     """The FP8 bytes [rows, cols] (row-major, np.uint8) that a generator spec describes.
 
     spec keys: rows, cols, fmt ('e4m3' | 'e5m2'), seed (int), exp_lo / exp_hi (inclusive range
     of the biased exponent field; field 0 gives subnormals), zero_permille (0..1000, share of
     exact zeros), patches ([[row, col, byte], ...] applied last, e.g. NaN or Inf bytes).
-    Random bytes never encode NaN/Inf: only patches do.
+    Random bytes never encode NaN/Inf: only patches do. Every byte depends on its own index
+    only, so `rows_subset` (a list of row indices) regenerates just those rows.
     """
     rows, cols, fmt = int(spec["rows"]), int(spec["cols"]), spec["fmt"]
     if fmt not in FMT_DTYPE:
@@ -62,9 +63,12 @@ def gen_fp8_bytes(spec):
     lo, hi = int(spec.get("exp_lo", 0)), int(spec.get("exp_hi", EXP_FIELD_MAX[fmt]))
     if not 0 <= lo <= hi <= EXP_FIELD_MAX[fmt]:
         raise ValueError(f"exponent field range [{lo}, {hi}] invalid for {fmt}")
-    n = rows * cols
     seed = int(spec["seed"]) & 0xFFFFFFFF
-    idx = np.arange(n, dtype=np.uint64) + (np.uint64(seed) << np.uint64(32))
+    row_ids = list(range(rows)) if rows_subset is None else [int(r) for r in rows_subset]
+    if any(not 0 <= r < rows for r in row_ids):
+        raise ValueError("row index out of range")
+    idx = (np.asarray(row_ids, dtype=np.uint64)[:, None] * np.uint64(cols)
+           + np.arange(cols, dtype=np.uint64)[None, :]).ravel() + (np.uint64(seed) << np.uint64(32))
     r = _splitmix64(_splitmix64(idx))
     mb, eb = MANT_BITS[fmt], EXP_BITS[fmt]
     sign = (r & np.uint64(1)).astype(np.uint8)
@@ -75,9 +79,11 @@ def gen_fp8_bytes(spec):
     out = (sign << np.uint8(7)) | (expf << np.uint8(mb)) | mant
     if fmt == "e4m3":  # S.1111.111 is NaN: use the largest finite value instead
         out = np.where((out & 0x7F) == 0x7F, out - 1, out).astype(np.uint8)
-    out = np.where(zero, sign << np.uint8(7), out).astype(np.uint8).reshape(rows, cols)
+    out = np.where(zero, sign << np.uint8(7), out).astype(np.uint8).reshape(len(row_ids), cols)
+    where = {r: i for i, r in enumerate(row_ids)}
     for rr, cc, byte in spec.get("patches", []):
-        out[int(rr), int(cc)] = int(byte) & 0xFF
+        if int(rr) in where:
+            out[where[int(rr)], int(cc)] = int(byte) & 0xFF
     return out
 
 
@@ -224,9 +230,12 @@ class TorchCudaBackend:
         sb = torch.tensor(float(np.float32(scale_b)), dtype=torch.float32, device=self.dev)
         sr = None if scale_result is None else torch.tensor(
             float(np.float32(scale_result)), dtype=torch.float32, device=self.dev)
-        bias_t = None if bias is None else bias.to(self.dev)
-        out = torch._scaled_mm(a, b.t(), sa, sb, bias=bias_t, scale_result=sr,
-                               out_dtype=out_dtype, use_fast_accum=bool(fast))
+        kw = {}                               # only what is given: keyword sets vary by version
+        if bias is not None:
+            kw["bias"] = bias.to(self.dev)
+        if sr is not None:
+            kw["scale_result"] = sr
+        out = torch._scaled_mm(a, b.t(), sa, sb, out_dtype=out_dtype, use_fast_accum=bool(fast), **kw)
         torch.cuda.synchronize()
         return out.cpu()
 
@@ -299,9 +308,18 @@ def encode_output(out, seed):
     if out.numel() * out.element_size() <= FULL_OUTPUT_BYTES:
         rec["bits_hex"] = tensor_bits_hex(out)
     else:
-        rows, cols = sample_indices(M, N, seed)
-        block = out[rows][:, cols]
-        rec["sample"] = {"rows": rows, "cols": cols, "bits_hex": tensor_bits_hex(block)}
+        rec["sample"] = sample_record(out, seed)
+    return rec
+
+
+def sample_record(out, seed, a=None, b=None):
+    """The sampled block of an output (+ hashes of the input rows it depends on)."""
+    M, N = out.shape
+    rows, cols = sample_indices(M, N, seed)
+    rec = {"rows": rows, "cols": cols, "bits_hex": tensor_bits_hex(out[rows][:, cols])}
+    if a is not None:
+        rec["a_rows_sha256"] = sha256_hex(a[rows])
+        rec["b_rows_sha256"] = sha256_hex(b[cols])
     return rec
 
 
@@ -319,6 +337,15 @@ def regenerate_input(rec):
     if h != rec["sha256"]:
         raise AssertionError(f"regenerated input hash {h} != recorded {rec['sha256']} "
                              f"(generator changed?)")
+    return u8
+
+
+def regenerate_rows(rec, rows, sha=None):
+    """Some rows of a recorded input (checked against their recorded sha256 when given)."""
+    u8 = gen_fp8_bytes(rec["gen"], rows)
+    if sha is not None and sha256_hex(u8) != sha:
+        raise AssertionError("regenerated sampled rows do not match their recorded hash "
+                             "(generator changed?)")
     return u8
 
 
@@ -344,8 +371,6 @@ def replay_case(case, device="cpu", full=False):
     split = mmaemu_splitk_of(case)
     if split is None:
         raise LookupError("the recorded cuBLASLt configuration has no split decision")
-    a = regenerate_input(case["a"])
-    b = regenerate_input(case["b"])
     out_dtype = OUT_DTYPES[case["out_dtype"]]
     sa, sb = scale_from_record(case["scale_a"]), scale_from_record(case["scale_b"])
     sr = scale_from_record(case.get("scale_result"))
@@ -363,7 +388,11 @@ def replay_case(case, device="cpu", full=False):
     if "sample" in rec and not full:
         s = rec["sample"]
         expected = tensor_from_hex(s["bits_hex"], (len(s["rows"]), len(s["cols"])), out_dtype)
-        return expected, run(a[s["rows"]], b[s["cols"]])
+        a_rows = regenerate_rows(case["a"], s["rows"], s.get("a_rows_sha256"))
+        b_rows = regenerate_rows(case["b"], s["cols"], s.get("b_rows_sha256"))
+        return expected, run(a_rows, b_rows)
+    a = regenerate_input(case["a"])
+    b = regenerate_input(case["b"])
     if "bits_hex" in rec:
         expected = tensor_from_hex(rec["bits_hex"], tuple(rec["shape"]), out_dtype)
         return expected, run(a, b)

@@ -79,6 +79,8 @@ class Ctx:
         if self.logging and first:
             self.lt.take_log()
         y = self.backend.scaled_mm(A, B, fa, fb, OUT_DTYPES[out], fast, sa, sb, scale_result=sr)
+        if self.logging and not first:
+            self.lt.take_log()                # keep the captured log from growing
         if first:
             if self.logging:
                 tr = _cublaslt.matmul_traces(self.lt.take_log())

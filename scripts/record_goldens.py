@@ -33,8 +33,8 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _cublaslt  # noqa: E402
 from _hwcommon import (OUT_DTYPES, encode_output, gen_fp8_bytes, input_record, make_backend,  # noqa: E402
-                       platform_info, refuse_hw_folder_for_dry_run, scale_record, want_dry_run,
-                       write_json)
+                       platform_info, refuse_hw_folder_for_dry_run, sample_record, scale_record,
+                       want_dry_run, write_json)
 
 F32 = np.float32
 PAIRS = [("e4m3", "e4m3"), ("e4m3", "e5m2"), ("e5m2", "e4m3")]
@@ -105,7 +105,7 @@ def corpus(groups, tiny):
                     cases.append(_case(f"C-{name}-{out}-{'fast' if fast else 'slow'}", "C", 16, 16, K,
                                        fa, fb, out, fast, sa, sb, None, akw, bkw))
     if "D" in groups:      # shapes, K not a multiple of 128 included
-        shapes = [(1, 16, 16), (7, 32, 48)] if tiny else [
+        shapes = [(1, 16, 16), (7, 32, 48), (64, 48, 2064)] if tiny else [
             (1, 16, 16), (7, 32, 48), (33, 48, 144), (64, 64, 1040), (128, 256, 4112), (256, 512, 4096)]
         for M, N, K in shapes:
             for fast in fasts:
@@ -243,11 +243,8 @@ def main(argv=None):
             cfg["kernels"] = kernel_names(run)
         seed = _seed(c["id"], "sample")
         out = encode_output(y, seed)
-        macs = c["M"] * c["N"] * c["K"]
-        if "bits_hex" in out and macs > SAMPLE_ABOVE_MACS:
-            from _hwcommon import sample_indices, tensor_bits_hex
-            rows, cols = sample_indices(c["M"], c["N"], seed)
-            out["sample"] = {"rows": rows, "cols": cols, "bits_hex": tensor_bits_hex(y[rows][:, cols])}
+        if "sample" in out or c["M"] * c["N"] * c["K"] > SAMPLE_ABOVE_MACS:
+            out["sample"] = sample_record(y, seed, a, b)
         rec = {k: c[k] for k in ("id", "group", "M", "N", "K", "fmt_a", "fmt_b", "out_dtype", "fast_accum")}
         rec.update({"scale_a": scale_record(c["scale_a"]), "scale_b": scale_record(c["scale_b"]),
                     "scale_result": scale_record(c["scale_result"]),

@@ -86,6 +86,7 @@ def test_record_goldens_dry_run_and_replay(tmp_path):
     cases = doc["cases"]
     assert len(cases) >= 15 and not doc["rejected"]
     assert any(isinstance(c["mmaemu_splitk"], list) for c in cases)     # a split case
+    assert any("sample" in c["output"] for c in cases)                  # a sampled replay
     assert {c["out_dtype"] for c in cases} >= {"float32", "bfloat16"}
     for c in cases:
         expected, actual = hw.replay_case(c)
@@ -178,6 +179,7 @@ def test_generator_is_deterministic_and_respects_its_spec():
     assert ((ef[nz] >= 3) & (ef[nz] <= 20)).all() or a[0, 0] == 0x7C
     assert 0.05 < float((~nz).mean()) < 0.15
     assert hw.sha256_hex(a) != hw.sha256_hex(hw.gen_fp8_bytes({**spec, "seed": 8}))
+    assert np.array_equal(hw.gen_fp8_bytes(spec, [5, 0, 63]), a[[5, 0, 63]])   # rows alone
     # e4m3: random bytes never encode NaN
     e4 = hw.gen_fp8_bytes(dict(rows=200, cols=64, fmt="e4m3", seed=1, exp_lo=14, exp_hi=15))
     assert not np.any((e4 & 0x7F) == 0x7F)
