@@ -49,7 +49,7 @@ fi
 # 2. split-K tables, three callers in parallel (ctypes heuristic queries, GPU barely used)
 HB=${HEUR_BUDGET_S:-110}
 for caller in torch te ws0; do
-  bg "heur_$caller" $((HB + 60)) $PY scripts/record_heuristics.py --caller $caller --out "$W/tables" \
+  bg "heur_$caller" $((HB + 90)) $PY scripts/record_heuristics.py --caller $caller --out "$W/tables" \
      --budget-s "$HB" --cross-check ${CROSS_CHECK:-24} $DRY $QK
 done
 

@@ -177,7 +177,26 @@ def discriminating(gen, hyps, want, tries):
 # P0: wgmma == cuBLAS path == model on K=32 vectors
 # ------------------------------------------------------------------------------------------
 
+def _vendored_vectors(path):
+    """test/data/tensor_core/h100_e4m3.txt.gz: lines '<a hex> <b hex> <C bits> <D bits>'."""
+    import gzip
+    if not os.path.isfile(path):
+        return None
+    A, B, D = [], [], []
+    with gzip.open(path, "rt") as f:
+        for line in f:
+            if line.startswith("#") or not line.strip():
+                continue
+            a, b, _c, d = line.split()[:4]
+            A.append(np.frombuffer(bytes.fromhex(a), np.uint8))
+            B.append(np.frombuffer(bytes.fromhex(b), np.uint8))
+            D.append(int(d, 16))
+    return np.array(A), np.array(B), D
+
+
 def _published_vectors(path):
+    if path and path.endswith(".gz"):
+        return _vendored_vectors(path)
     if not path or not os.path.isdir(path):
         return None
     files = os.listdir(path)
@@ -205,6 +224,7 @@ def _published_vectors(path):
 def probe_p0(ctx):
     pub = None
     for p in ([ctx.args.vectors] if ctx.args.vectors else []) + [
+            os.path.join(REPO_ROOT, "test/data/tensor_core/h100_e4m3.txt.gz"),
             os.path.join(REPO_ROOT, "test/data/tensor-core/H100-E4M3"),
             os.path.join(REPO_ROOT, "shared/golden/tensor-core/H100-E4M3"),
             os.path.join(REPO_ROOT, "../shared/golden/tensor-core/H100-E4M3")]:

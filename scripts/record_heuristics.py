@@ -186,7 +186,7 @@ def main(argv=None):
     held, viol, examples = 0, 0, []
     t1 = time.time()
     for _ in range(args.heldout if complete else 0):
-        if time.time() - t1 > max(10.0, args.budget_s * 0.25):
+        if time.time() - t1 > min(20.0, max(5.0, args.budget_s * 0.2)):
             break
         K = rng.randint(1024 // 16, 4194304 // 16) * 16 if rng.random() < 0.5 else \
             int(2 ** rng.uniform(10, 22)) // 16 * 16
@@ -261,10 +261,10 @@ def cross_check(lt, ws, n, pair, out, path, doc):
     dt = {"bfloat16": torch.bfloat16, "float32": torch.float32, "float16": torch.float16}[out]
     fp8 = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
     for r in pick:
-        if r["M"] * r["K"] + r["N"] * r["K"] > 2 ** 31:
+        if r["M"] * r["K"] + r["N"] * r["K"] > 2 ** 28:
             continue
-        a = torch.zeros(r["M"], r["K"], device="cuda").to(fp8[pair[0]])
-        b = torch.zeros(r["N"], r["K"], device="cuda").to(fp8[pair[1]])
+        a = torch.zeros(r["M"], r["K"], dtype=torch.uint8, device="cuda").view(fp8[pair[0]])
+        b = torch.zeros(r["N"], r["K"], dtype=torch.uint8, device="cuda").view(fp8[pair[1]])
         one = torch.ones((), device="cuda")
         lt.take_log()
         torch._scaled_mm(a, b.t(), one, one, out_dtype=dt, use_fast_accum=r["fast_accum"])
