@@ -1,0 +1,287 @@
+#!/usr/bin/env python3
+"""Records a split-K table: cuBLASLt's heuristic choice over a dense sweep of shapes.
+
+For a caller's workspace (torch: 1 MiB, Transformer Engine: 32 MiB, or 0), asks
+`cublasLtMatmulAlgoGetHeuristic` (ctypes, with torch._scaled_mm's descriptor: see
+scripts/_cublaslt.py) what it picks for every shape of a grid (1 <= M <= 16384,
+16 <= N <= 16384, 1024 <= K <= 4194304, K not a multiple of 128 included), writes
+tables/splitk/<table_id>.json with provenance, and derives the envelope: per K, the largest
+M*N that ever splits. A held-out set of random off-grid shapes then tests the envelope; the
+table says whether it passed ("validated").
+
+Table format (shared with mmaemu's split-K decision code):
+  {"table_id", "provenance": {gpu, sm_count, cublaslt_version, workspace_bytes, caller,
+   recorded_with, date, source}, "scheme_mapping": {...}, "sweep": {...},
+   "rows": [{M, N, K, fmt_a, fmt_b, out_dtype, fast_accum, splits, scheme, algo, tile,
+             custom_option, note}],
+   "envelope": {"bounds": [{"K", "max_split_mn"}], "validated", "note"}}
+`scheme` is mmaemu's: "none" for one split, else the cuBLAS reduction scheme mapped by
+scheme_mapping (all to "contiguous", inferred until probe P5 validates it); the cuBLAS name is
+kept in `note`.
+
+--cross-check N runs N shapes through torch._scaled_mm with cuBLASLt's trace on (the process
+workspace is set to the table's before CUDA starts) and compares the trace with the ctypes
+answer. --dry-run (automatic without CUDA) uses a synthetic heuristic and writes to a folder
+outside tables/splitk; such a table is marked synthetic and is not data.
+
+Usage:  python scripts/record_heuristics.py --caller torch|te|ws0 --out tables/splitk
+        [--budget-s 120] [--cross-check 40] [--dry-run]
+"""
+import argparse
+import datetime
+import os
+import random
+import sys
+import time
+
+CALLERS = {"torch": 1 << 20, "te": 32 << 20, "ws0": 0}
+
+
+def _early_env(argv):
+    """The workspace must be in the environment before torch touches cuBLAS (cross-check)."""
+    args = argv if argv is not None else sys.argv[1:]
+    if "--cross-check" in " ".join(args) and "--dry-run" not in args:
+        ws = None
+        for i, a in enumerate(args):
+            if a == "--caller" and i + 1 < len(args):
+                ws = CALLERS.get(args[i + 1])
+            if a.startswith("--caller="):
+                ws = CALLERS.get(a.split("=", 1)[1])
+            if a == "--workspace-bytes" and i + 1 < len(args):
+                ws = int(args[i + 1])
+        if ws is not None:
+            os.environ["CUBLASLT_WORKSPACE_SIZE"] = str(ws // 1024)
+
+
+if __name__ == "__main__":
+    _early_env(None)
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _cublaslt  # noqa: E402
+from _hwcommon import platform_info, refuse_hw_folder_for_dry_run, want_dry_run  # noqa: E402
+
+M_GRID = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048,
+          3072, 4096, 6144, 8192, 12288, 16384]
+N_GRID = [16, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144,
+          8192, 12288, 16384]
+K_GRID = sorted(set([int(1024 * 2 ** (i / 2)) // 16 * 16 for i in range(25)] +
+                    [1040, 4112, 12304, 65552, 262160]))   # sqrt(2) steps 1024..4194304, odd K
+
+
+def grid(quick):
+    if quick:
+        return [(M, N, K) for M in (1, 16, 128) for N in (16, 128) for K in (1024, 8192, 65536)]
+    coarse, fine = [], []
+    for K in K_GRID:
+        for M in M_GRID:
+            for N in N_GRID:
+                (coarse if (M & (M - 1) == 0 and N & (N - 1) == 0 and K & (K - 1) == 0) else fine).append((M, N, K))
+    random.Random(1234).shuffle(fine)     # a truncated sweep still covers the whole range
+    return coarse + fine
+
+
+def row_of(M, N, K, fa, fb, out, fast, h):
+    r = {"M": M, "N": N, "K": K, "fmt_a": fa, "fmt_b": fb, "out_dtype": out, "fast_accum": fast}
+    if h is None or "error" in (h or {}):
+        r.update({"splits": None, "scheme": None, "algo": None, "tile": None, "custom_option": None,
+                  "note": "no algorithm offered (torch raises CUBLAS_STATUS_NOT_SUPPORTED)" if h is None
+                  else h["error"]})
+        return r
+    S = int(h.get("splits") or 1)
+    red = h.get("reduction_scheme") or "NONE"
+    r.update({"splits": S, "scheme": "none" if S <= 1 else _cublaslt.SCHEME_TO_MMAEMU.get(red, "contiguous"),
+              "algo": h.get("algo"), "tile": h.get("tile"), "custom_option": h.get("custom_option"),
+              "note": (f"{red} stages={h.get('stages')} cluster={h.get('cluster_shape')} "
+                       f"inner={h.get('inner_shape')} swizzle={h.get('cta_swizzling')} "
+                       f"ws={h.get('workspace_bytes_needed')} waves={h.get('waves'):.3g}")
+              + ("; SYNTHETIC (dry run)" if h.get("synthetic") else "")})
+    return r
+
+
+def envelope(rows):
+    bounds = {}
+    for r in rows:
+        if r["splits"] and r["splits"] > 1:
+            bounds[r["K"]] = max(bounds.get(r["K"], 0), r["M"] * r["N"])
+    return [{"K": K, "max_split_mn": bounds.get(K, 0)} for K in sorted({r["K"] for r in rows})]
+
+
+def bound_for(bounds, K):
+    """Conservative bound for any K: the larger bound of the grid Ks around it."""
+    ks = [b["K"] for b in bounds]
+    lo = max([k for k in ks if k <= K], default=None)
+    hi = min([k for k in ks if k >= K], default=None)
+    if lo is None or hi is None:
+        return None                      # outside the swept K range: no claim
+    m = {b["K"]: b["max_split_mn"] for b in bounds}
+    return max(m[lo], m[hi])
+
+
+def write_table(path, doc):
+    """JSON with one row per line: readable diffs, about a third of an indented file."""
+    import json
+    os.makedirs(os.path.dirname(os.path.abspath(path)) or ".", exist_ok=True)
+    head = {k: v for k, v in doc.items() if k != "rows"}
+    text = json.dumps(head, indent=1)
+    rows = ",\n".join(json.dumps(r, separators=(",", ":")) for r in doc["rows"])
+    text = text[:-2] + ',\n "rows": [\n' + rows + "\n ]\n}\n"
+    json.loads(text)                      # never write a table that does not parse
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--caller", choices=sorted(CALLERS), default="torch")
+    ap.add_argument("--workspace-bytes", type=int, default=None, help="overrides the caller's")
+    ap.add_argument("--out", default="tables/splitk")
+    ap.add_argument("--table-id", default=None)
+    ap.add_argument("--pairs", default="e4m3xe4m3", help="comma list, e.g. e4m3xe4m3,e4m3xe5m2")
+    ap.add_argument("--outs", default="bfloat16", help="comma list of output dtypes")
+    ap.add_argument("--budget-s", type=float, default=120.0, help="wall time for the sweep")
+    ap.add_argument("--heldout", type=int, default=3000, help="random off-grid shapes for the test")
+    ap.add_argument("--cross-check", type=int, default=0, help="shapes to compare with torch's trace")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--dry-run", action="store_true")
+    args = ap.parse_args(argv)
+    dry = want_dry_run(args.dry_run)
+    if dry:
+        refuse_hw_folder_for_dry_run(args.out)
+        lt = _cublaslt.SyntheticLt()
+    else:
+        torch.cuda.init()
+        lt = _cublaslt.CublasLt()
+    ws = CALLERS[args.caller] if args.workspace_bytes is None else args.workspace_bytes
+    info = platform_info(dry, None if dry else lt)
+    pairs = [tuple(p.split("x")) for p in args.pairs.split(",")]
+    outs = args.outs.split(",")
+    ptrs = (0, 0)
+    if not dry:
+        sc = torch.ones(2, device="cuda")
+        ptrs = (sc.data_ptr(), sc.data_ptr() + 4)
+    t0 = time.time()
+    rows, shapes_done, complete = [], 0, True
+    for (M, N, K) in grid(args.quick):
+        if time.time() - t0 > args.budget_s:
+            complete = False
+            break
+        for fa, fb in pairs:
+            for out in outs:
+                for fast in (True, False):
+                    try:
+                        h = lt.heuristic(M, N, K, fa, fb, out, fast, ws, scale_ptrs=ptrs)
+                    except Exception as e:  # noqa: BLE001
+                        h = {"error": f"{type(e).__name__}: {e}"}
+                    rows.append(row_of(M, N, K, fa, fb, out, fast, h))
+        shapes_done += 1
+    sweep_s = time.time() - t0
+    bounds = envelope(rows)
+    # held-out test: random off-grid shapes must not split above the bound of their K
+    rng = random.Random(987)
+    held, viol, examples = 0, 0, []
+    t1 = time.time()
+    for _ in range(args.heldout if complete else 0):
+        if time.time() - t1 > min(20.0, max(5.0, args.budget_s * 0.2)):
+            break
+        K = rng.randint(1024 // 16, 4194304 // 16) * 16 if rng.random() < 0.5 else \
+            int(2 ** rng.uniform(10, 22)) // 16 * 16
+        M = max(1, int(2 ** rng.uniform(0, 14)))
+        N = max(16, int(2 ** rng.uniform(4, 14)) // 16 * 16)
+        fa, fb = pairs[0]
+        fast = rng.random() < 0.5
+        b = bound_for(bounds, K)
+        if b is None:
+            continue
+        h = lt.heuristic(M, N, K, fa, fb, outs[0], fast, ws, scale_ptrs=ptrs)
+        held += 1
+        if h and "error" not in h and (h.get("splits") or 1) > 1 and M * N > b:
+            viol += 1
+            if len(examples) < 10:
+                examples.append({"M": M, "N": N, "K": K, "fast_accum": fast, "splits": h["splits"], "bound": b})
+    version = "synthetic" if dry else lt.version_string().split()[0]
+    gpu = "dryrun" if dry else info["gpu"].replace("NVIDIA ", "").replace(" ", "").lower()
+    table_id = args.table_id or f"heur_{gpu}_lt{version}_{args.caller}" + ("_DRYRUN" if dry else "")
+    doc = {
+        "table_id": table_id,
+        "provenance": {
+            "gpu": info.get("gpu", "none (dry run)"), "sm_count": info.get("sm_count"),
+            "cublaslt_version": version, "workspace_bytes": ws, "caller": args.caller,
+            "recorded_with": "scripts/record_heuristics.py: ctypes cublasLtMatmulAlgoGetHeuristic "
+                             "(requestedAlgoCount 1, result #0) with torch._scaled_mm's descriptor",
+            "date": datetime.date.today().isoformat(),
+            "source": "SYNTHETIC heuristic (dry run) - not data" if dry else
+                      f"cuBLASLt heuristic queried on the GPU ({info.get('cublaslt_path')})",
+            "command": info["command"], "torch": info["torch"], "driver": info.get("driver"),
+        },
+        "scheme_mapping": {"meaning": "mmaemu scheme for each cuBLAS reduction scheme when splits > 1; "
+                                      "inferred (all contiguous K ranges added in fp32 in split order) "
+                                      "until probe P5 validates it on hardware",
+                           **_cublaslt.SCHEME_TO_MMAEMU},
+        "sweep": {"complete": complete, "shapes": shapes_done, "rows": len(rows),
+                  "seconds": round(sweep_s, 1), "pairs": args.pairs, "outs": args.outs,
+                  "M_range": [1, 16384], "N_range": [16, 16384], "K_range": [1024, 4194304]},
+        "rows": rows,
+        "envelope": {
+            "bounds": bounds,
+            "validated": bool(complete and held >= 500 and viol == 0 and not dry),
+            "note": (f"per K, the largest M*N with splits > 1 over the sweep (both accumulation modes, "
+                     f"{args.pairs}, {args.outs}); held-out test: {held} random off-grid shapes, "
+                     f"{viol} split with M*N above the larger bound of the grid K values around their K"
+                     + ("" if complete else "; sweep INCOMPLETE (time budget): envelope not validated")
+                     + ("; SYNTHETIC dry run" if dry else "")),
+            "heldout_violations": examples,
+        },
+    }
+    path = os.path.join(args.out, f"{table_id}.json")
+    write_table(path, doc)
+    splits = sum(1 for r in rows if (r["splits"] or 1) > 1)
+    print(f"record_heuristics: {path}: {shapes_done} shapes, {len(rows)} rows, {splits} split, "
+          f"sweep {'complete' if complete else 'INCOMPLETE'} in {sweep_s:.1f} s, held-out {held} "
+          f"({viol} violations)")
+    if args.cross_check and not dry:
+        cross_check(lt, ws, args.cross_check, pairs[0], outs[0], path, doc)
+    return 0
+
+
+def cross_check(lt, ws, n, pair, out, path, doc):
+    """Runs n shapes through torch._scaled_mm with the trace on; compares with the ctypes answer."""
+    env_ws = os.environ.get("CUBLASLT_WORKSPACE_SIZE")
+    lt.start_log(mask=0x1F)
+    split_rows = [r for r in doc["rows"] if (r["splits"] or 1) > 1]
+    other = [r for r in doc["rows"] if (r["splits"] or 1) == 1]
+    rng = random.Random(5)
+    pick = rng.sample(split_rows, min(len(split_rows), n // 2))
+    pick += rng.sample(other, min(len(other), n - len(pick)))
+    res = []
+    dt = {"bfloat16": torch.bfloat16, "float32": torch.float32, "float16": torch.float16}[out]
+    fp8 = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
+    for r in pick:
+        if r["M"] * r["K"] + r["N"] * r["K"] > 2 ** 28:
+            continue
+        a = torch.zeros(r["M"], r["K"], dtype=torch.uint8, device="cuda").view(fp8[pair[0]])
+        b = torch.zeros(r["N"], r["K"], dtype=torch.uint8, device="cuda").view(fp8[pair[1]])
+        one = torch.ones((), device="cuda")
+        lt.take_log()
+        torch._scaled_mm(a, b.t(), one, one, out_dtype=dt, use_fast_accum=r["fast_accum"])
+        torch.cuda.synchronize()
+        tr = _cublaslt.matmul_traces(lt.take_log())
+        t = tr[-1] if tr else {}
+        res.append({"M": r["M"], "N": r["N"], "K": r["K"], "fast_accum": r["fast_accum"],
+                    "table": [r["splits"], r["algo"]], "trace": [t.get("splits"), t.get("algo")],
+                    "trace_workspace": t.get("workspace_bytes"),
+                    "agree": (t.get("splits"), t.get("algo")) == (r["splits"], r["algo"])})
+    lt.stop_log()
+    agree = sum(x["agree"] for x in res)
+    doc["cross_check"] = {"process_CUBLASLT_WORKSPACE_SIZE_KiB": env_ws, "table_workspace_bytes": ws,
+                          "shapes": len(res), "agree": agree, "details": res}
+    write_table(path, doc)
+    print(f"cross-check with torch's trace: {agree} of {len(res)} agree")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+"""Replays every GEMM golden recorded on real hardware (test/data/hw_goldens/*.json).
+
+Each golden holds torch._scaled_mm's output bits on a GPU, the inputs as generator specs and
+the explicit split cuBLASLt used (scripts/record_goldens.py). mmaemu must return identical
+bits: 0 mismatches, on the CPU and, when a GPU is present, with the CUDA backend. Large or
+expensive outputs are replayed on their recorded sampled block (set MMAEMU_GOLDEN_FULL=1 to
+replay them whole). With no recorded goldens the tests skip and say so.
+"""
+import os
+import sys
+
+import pytest
+import torch
+
+import mmaemu
+from mmaemu.testing import assert_bitwise_equal
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from _hwcommon import load_golden_files, replay_case  # noqa: E402
+
+GOLDEN_DIR = os.environ.get("MMAEMU_HW_GOLDENS_DIR", os.path.join(ROOT, "test", "data", "hw_goldens"))
+NO_GOLDENS = (f"no hardware goldens recorded yet in {GOLDEN_DIR}: run scripts/h200_ground_truth.sh "
+              "on an H200 and commit its goldens (docs/hardware_validation.md)")
+FULL = os.environ.get("MMAEMU_GOLDEN_FULL") == "1"
+
+
+def _collect():
+    cases, bad_docs = [], []
+    for path, doc in load_golden_files(GOLDEN_DIR):
+        dry = doc.get("platform", {}).get("dry_run", True)
+        if dry and os.environ.get("MMAEMU_ALLOW_DRY_GOLDENS") != "1":
+            bad_docs.append(path)
+            continue
+        for case in doc["cases"]:
+            cases.append(pytest.param(case, id=f"{os.path.basename(path)[:-5]}:{case['id']}"))
+    return cases, bad_docs
+
+
+CASES, DRY_DOCS = _collect()
+PARAMS = CASES or [pytest.param(None, id="no-goldens")]
+
+
+def test_no_dry_run_data_among_hardware_goldens():
+    """Files written by a dry run (the CPU model) must never pass for hardware data."""
+    assert not DRY_DOCS, f"dry-run golden files in {GOLDEN_DIR}: {DRY_DOCS}"
+
+
+def _replay(case, device):
+    if case is None:
+        pytest.skip(NO_GOLDENS)
+    if case.get("replay", "required") != "required":
+        pytest.skip(f"{case['id']}: {case['replay']}")
+    expected, actual = replay_case(case, device=device, full=FULL)
+    assert_bitwise_equal(actual, expected, msg=f"{case['id']} (splitk={case['mmaemu_splitk']}, "
+                                               f"cuBLASLt {case['cublaslt'].get('source')})")
+
+
+@pytest.mark.parametrize("case", PARAMS)
+def test_golden_cpu(case):
+    _replay(case, "cpu")
+
+
+@pytest.mark.parametrize("case", PARAMS)
+def test_golden_cuda(case):
+    if case is None:
+        pytest.skip(NO_GOLDENS)
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    try:
+        _replay(case, "cuda")
+    except mmaemu.BackendUnavailableError as e:
+        pytest.skip(f"CUDA backend unavailable: {e}")
