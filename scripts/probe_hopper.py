@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _exactmodel as xm  # noqa: E402
 from _hwcommon import (REPO_ROOT, fp8_bytes_of, gen_fp8_bytes, make_backend, platform_info,  # noqa: E402
                        want_dry_run, write_json, OUT_DTYPES)
-import _cublaslt  # noqa: E402
+from mmaemu import _cublaslt  # noqa: E402
 
 F32 = np.float32
 

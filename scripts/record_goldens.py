@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _cublaslt  # noqa: E402
+from mmaemu import _cublaslt  # noqa: E402
 from _hwcommon import (OUT_DTYPES, encode_output, gen_fp8_bytes, input_record, make_backend,  # noqa: E402
                        platform_info, refuse_hw_folder_for_dry_run, sample_record, scale_record,
                        want_dry_run, write_json)

@@ -60,7 +60,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _cublaslt  # noqa: E402
+from mmaemu import _cublaslt  # noqa: E402
 from _hwcommon import platform_info, refuse_hw_folder_for_dry_run, want_dry_run  # noqa: E402
 
 M_GRID = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048,

@@ -19,7 +19,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = os.path.join(ROOT, "scripts")
 sys.path.insert(0, SCRIPTS)
 
-import _cublaslt  # noqa: E402
+from mmaemu import _cublaslt  # noqa: E402
 import _exactmodel as xm  # noqa: E402
 import _hwcommon as hw  # noqa: E402
 import probe_hopper  # noqa: E402

@@ -368,3 +368,31 @@ class SyntheticLt:
                 "custom_option": 0, "stages": 0, "inner_shape": 0, "cluster_shape": 0,
                 "workspace_bytes_needed": S * M * N * 4 if S > 1 else 0, "waves": 1.0,
                 "synthetic": True}
+
+
+# -- the live query of mmaemu.splitk ------------------------------------------------------------
+_OUT_NAMES = {"f32": "float32", "bf16": "bfloat16", "f16": "float16", "e4m3": "e4m3", "e5m2": "e5m2"}
+_LIVE = {}
+
+
+def query_split(profile, M, N, K, fmt_a, fmt_b, out_dtype, fast):
+    """(S, scheme, note) from cuBLASLt's heuristic, or None when this is not the profile's
+    library. Called by mmaemu.splitk only on the profile's GPU (Profile.matches_device)."""
+    if "lt" not in _LIVE:
+        import torch
+        torch.cuda.init()
+        _LIVE["lt"] = CublasLt()
+    lt = _LIVE["lt"]
+    ours = lt.version_string().split(" ")[0]  # major.minor.patch (the build number is not exposed)
+    want = profile.cublaslt_version or ""
+    if want != ours and not want.startswith(ours + "."):
+        return None
+    cfg = lt.heuristic(M, N, K, fmt_a, fmt_b, _OUT_NAMES[out_dtype], fast, profile.workspace_bytes)
+    if cfg is None:
+        return None
+    S = int(cfg["splits"] or 1)
+    scheme = "none" if S <= 1 else SCHEME_TO_MMAEMU.get(cfg["reduction_scheme"], "contiguous")
+    note = (f"live cuBLASLt {lt.version_string()} heuristic: algo {cfg['algo']}, tile {cfg['tile']}, "
+            f"numSplitsK {S}, reductionScheme {cfg['reduction_scheme']}, customOption "
+            f"{cfg['custom_option']}")
+    return S, scheme, note
