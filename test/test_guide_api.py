@@ -402,7 +402,8 @@ def test_cli_explain_bad_profile_exits_2():
 
 def test_live_query_decides_on_the_profiles_own_gpu(monkeypatch):
     """On the reference GPU a shape missing from the table is decided by cuBLASLt's heuristic."""
-    from mmaemu import _cublaslt, profiles
+    from mmaemu import _cublaslt
+    from mmaemu.profiles import Profile
     calls = []
 
     def fake_query(profile, M, N, K, fmt_a, fmt_b, out_dtype, fast):
@@ -410,11 +411,11 @@ def test_live_query_decides_on_the_profiles_own_gpu(monkeypatch):
         return 2, "contiguous", "live cuBLASLt heuristic: numSplitsK 2"
 
     monkeypatch.setattr(_cublaslt, "query_split", fake_query)
-    monkeypatch.setattr(profiles.Profile, "matches_device", lambda self, device=None: True)
+    monkeypatch.setattr(Profile, "matches_device", lambda self, device=None: True)
     x, w = operands(16, 16, 1024)
     plan = mmaemu.explain(x, w.t(), ONE, ONE, out_dtype=torch.bfloat16, use_fast_accum=True)
     assert (plan.split.S, plan.split.scheme, plan.split.source) == (2, "contiguous", "live")
     assert calls == [("hopper", 16, 16, 1024, "e4m3", "e4m3", "bf16", True)]
-    monkeypatch.setattr(profiles.Profile, "matches_device", lambda self, device=None: False)
+    monkeypatch.setattr(Profile, "matches_device", lambda self, device=None: False)
     with pytest.raises(mmaemu.SplitKUnknownError):
         mmaemu.scaled_mm(x, w.t(), ONE, ONE, out_dtype=torch.bfloat16, use_fast_accum=True)
