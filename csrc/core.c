@@ -39,9 +39,16 @@ int mmaemu_cpu_flushes_denormals(void) {
 #endif
 }
 
+/* 1 when the largest index into a [rows] x [len] operand with row stride ld,
+ * (rows - 1) * ld + len, fits in int64 (a plan beyond it cannot describe real memory). */
+static int index_fits(int64_t rows, int64_t ld, int64_t len) {
+    return rows <= 1 || ld <= (INT64_MAX - len) / (rows - 1);
+}
+
 int mmaemu_gemm_check(const mm_gemm* g) {
     if (!g) return MM_ERR_ARGUMENT;
     if (g->M < 0 || g->N < 0 || g->K < 0) return MM_ERR_ARGUMENT;
+    if (g->M > MM_MAX_DIM || g->N > MM_MAX_DIM || g->K > MM_MAX_DIM) return MM_ERR_ARGUMENT;
     if (g->fmt_a < MM_FMT_E4M3 || g->fmt_a > MM_FMT_E5M2) return MM_ERR_ARGUMENT;
     if (g->fmt_b < MM_FMT_E4M3 || g->fmt_b > MM_FMT_E5M2) return MM_ERR_ARGUMENT;
     if (g->out_kind < MM_OUT_F32 || g->out_kind > MM_OUT_ACC) return MM_ERR_ARGUMENT;
@@ -53,6 +60,9 @@ int mmaemu_gemm_check(const mm_gemm* g) {
     if (g->M > 0 && g->N > 0) {
         if (!g->out || g->ldo < 0) return MM_ERR_ARGUMENT;
         if (g->K > 0 && (!g->a || !g->b || g->lda < 0 || g->ldb < 0)) return MM_ERR_ARGUMENT;
+        if (!index_fits(g->M, g->ldo, g->N)) return MM_ERR_ARGUMENT;
+        if (g->K > 0 && (!index_fits(g->M, g->lda, g->K) || !index_fits(g->N, g->ldb, g->K)))
+            return MM_ERR_ARGUMENT;
     }
     return MM_OK;
 }
