@@ -153,10 +153,10 @@ static void corrupt(reader* r, mm_gemm* g) {
     case 17: g->K = MM_MAX_DIM + 1; break;
     case 18: g->out = NULL; make_nonempty(g); break;
     case 19: g->a = NULL; make_nonempty(g); break;
-    /* strides whose last index (rows - 1) * ld + len overflows int64 */
-    case 20: g->lda = INT64_MAX / 2; make_nonempty(g); g->M = 3; break;
-    case 21: g->ldb = INT64_MAX - 1; make_nonempty(g); g->N = 2; break;
-    default: g->ldo = INT64_MAX / 2; make_nonempty(g); g->M = 3; break;
+    /* strides whose last byte offset ((rows - 1) * ld + len) * element size overflows int64 */
+    case 20: g->lda = INT64_MAX / 2; make_nonempty(g); g->M = 4; break;
+    case 21: g->ldb = INT64_MAX - 1; make_nonempty(g); g->N = 3; break;
+    default: g->ldo = INT64_MAX / 4 / mm_out_size(g->out_kind); make_nonempty(g); g->M = 6; break;
     }
 }
 

@@ -89,6 +89,7 @@ SEEDS = {
     "corrupt_fmt": gemm(2, 2, 32, mode=MODE_CORRUPT, corrupt=(0, 1)),
     "corrupt_splits": gemm(2, 2, 32, mode=MODE_CORRUPT, corrupt=(5, 0)),
     "corrupt_stride_overflow": gemm(2, 2, 32, mode=MODE_CORRUPT, corrupt=(20, 0)),
+    "corrupt_ldo_overflow": gemm(3, 1, 960, mode=MODE_CORRUPT, corrupt=(22, 0), out="e4m3"),
     "mma_hopper_zero_c": mma(4, 3),
     "mma_ada_c": mma(3, 2, preset="ada", zero_c=0, fmt=(1, 0), data_seed=12),
 }
