@@ -39,9 +39,18 @@ int mmaemu_cpu_flushes_denormals(void) {
 #endif
 }
 
+/* 1 when the end of a [rows] x [len] operand with row stride ld and elements of esize bytes,
+ * ((rows - 1) * ld + len) * esize bytes, fits in int64 (a plan beyond it cannot describe real
+ * memory, and its offsets would overflow). */
+static int index_fits(int64_t rows, int64_t ld, int64_t len, int64_t esize) {
+    const int64_t max_index = INT64_MAX / esize;
+    return len <= max_index && (rows <= 1 || ld <= (max_index - len) / (rows - 1));
+}
+
 int mmaemu_gemm_check(const mm_gemm* g) {
     if (!g) return MM_ERR_ARGUMENT;
     if (g->M < 0 || g->N < 0 || g->K < 0) return MM_ERR_ARGUMENT;
+    if (g->M > MM_MAX_DIM || g->N > MM_MAX_DIM || g->K > MM_MAX_DIM) return MM_ERR_ARGUMENT;
     if (g->fmt_a < MM_FMT_E4M3 || g->fmt_a > MM_FMT_E5M2) return MM_ERR_ARGUMENT;
     if (g->fmt_b < MM_FMT_E4M3 || g->fmt_b > MM_FMT_E5M2) return MM_ERR_ARGUMENT;
     if (g->out_kind < MM_OUT_F32 || g->out_kind > MM_OUT_ACC) return MM_ERR_ARGUMENT;
@@ -53,6 +62,9 @@ int mmaemu_gemm_check(const mm_gemm* g) {
     if (g->M > 0 && g->N > 0) {
         if (!g->out || g->ldo < 0) return MM_ERR_ARGUMENT;
         if (g->K > 0 && (!g->a || !g->b || g->lda < 0 || g->ldb < 0)) return MM_ERR_ARGUMENT;
+        if (!index_fits(g->M, g->ldo, g->N, mm_out_size(g->out_kind))) return MM_ERR_ARGUMENT;
+        if (g->K > 0 && (!index_fits(g->M, g->lda, g->K, 1) || !index_fits(g->N, g->ldb, g->K, 1)))
+            return MM_ERR_ARGUMENT;
     }
     return MM_OK;
 }

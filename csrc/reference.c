@@ -16,13 +16,17 @@ int mmaemu_mma_reference(const uint8_t* a, int64_t lda, int fmt_a, const uint8_t
                          int64_t ldb, int fmt_b, const float* c, int64_t n, int64_t K,
                          int preset_id, float* d) {
     if (preset_id < 0 || preset_id >= MM_PRESET_COUNT || n < 0 || K < 0) return MM_ERR_ARGUMENT;
+    if (n > MM_MAX_DIM || K > MM_MAX_DIM) return MM_ERR_ARGUMENT;
     if (fmt_a < MM_FMT_E4M3 || fmt_a > MM_FMT_E5M2 || fmt_b < MM_FMT_E4M3 || fmt_b > MM_FMT_E5M2)
         return MM_ERR_ARGUMENT;
     const mm_preset p = mm_preset_get(preset_id);
     if (K % p.block != 0) return MM_ERR_ARGUMENT;
     if (n > 0 && (!c || !d || (K > 0 && (!a || !b || lda < 0 || ldb < 0)))) return MM_ERR_ARGUMENT;
     if (mmaemu_cpu_flushes_denormals()) return MM_ERR_FLUSH_DENORMAL;
-    for (int64_t i = 0; i < n; i++)
-        d[i] = mm_bits_f32(mm_f32_canonical(mm_chain(a + i * lda, b + i * ldb, fmt_a, fmt_b, 0, K, c[i], &p)));
+    for (int64_t i = 0; i < n; i++) {
+        /* With K = 0, a and b may be NULL: form no pointer from them (C forbids NULL + 0). */
+        const float acc = K > 0 ? mm_chain(a + i * lda, b + i * ldb, fmt_a, fmt_b, 0, K, c[i], &p) : c[i];
+        d[i] = mm_bits_f32(mm_f32_canonical(acc));
+    }
     return MM_OK;
 }

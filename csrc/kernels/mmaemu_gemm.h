@@ -23,6 +23,9 @@ enum { MM_EPI_H1 = 0, MM_EPI_H2 = 1, MM_EPI_H3 = 2 };
 #define MM_OUT_ACC 5 /* the raw fp32 accumulator, no epilogue (mmaemu.accumulate) */
 #define MM_SPLIT_GRAIN 128
 #define MM_MAX_SPLITS 65536
+/* Largest M, N or K a plan may have. No memory holds 2^40 rows of K; the bound keeps every
+ * index product here (split origins s * chunk < 2^16 * 2^41, row offsets) inside int64. */
+#define MM_MAX_DIM ((int64_t)1 << 40)
 
 /* Everything one GEMM needs. a: [M, K] with a[i*lda + k]; b: [N, K] with b[j*ldb + k]
  * (torch's mat2 is [K, N] column-major, i.e. this b); out: [M, N] row-major with ldo. */
@@ -98,6 +101,8 @@ MMAEMU_HD float mm_dot(const uint8_t* a, const uint8_t* b, int fa, int fb, int64
         const int64_t k1 = k0 + chunk < K ? k0 + chunk : K;
         float v = k1 > k0 ? mm_split_acc(a, b, fa, fb, k0, k1, fast, p) : 0.0f;
         int lv = 0;
+        /* Only entries below `top` are read, and all of them were written. */
+        /* cppcheck-suppress uninitvar */
         while (top > 0 && level[top - 1] == lv) { v = stack[--top] + v; lv++; }
         stack[top] = v;
         level[top++] = lv;
@@ -148,10 +153,13 @@ MMAEMU_HD void mm_store(const mm_gemm* g, int64_t i, int64_t j, uint32_t bits) {
     }
 }
 
-/* One output element, computed from scratch: the scalar reference. */
+/* One output element, computed from scratch: the scalar reference. With K = 0 the operands
+ * may be NULL (nothing is read), so no row pointer is formed from them (C forbids NULL + 0). */
 MMAEMU_HD uint32_t mm_gemm_element(const mm_gemm* g, int64_t i, int64_t j) {
-    const float acc = mm_dot(g->a + i * g->lda, g->b + j * g->ldb, g->fmt_a, g->fmt_b, g->K,
-                             g->fast_accum, g->splits, g->scheme, &g->preset);
+    const uint8_t* a = g->K > 0 ? g->a + i * g->lda : g->a;
+    const uint8_t* b = g->K > 0 ? g->b + j * g->ldb : g->b;
+    const float acc = mm_dot(a, b, g->fmt_a, g->fmt_b, g->K, g->fast_accum, g->splits, g->scheme,
+                             &g->preset);
     return mm_epilogue(acc, g);
 }
 

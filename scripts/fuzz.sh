@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer harness test/fuzz/fuzz_gemm.c (clang, AddressSanitizer and
+# UndefinedBehaviorSanitizer, every finding fatal) and runs it for the given number of seconds
+# (default 60), starting from the seed corpus test/fuzz/corpus/. New inputs go to a scratch
+# corpus under build/fuzz/, never into the repository. Exit status 0: nothing found; non-zero:
+# a crash, sanitizer report or bit mismatch, with the input saved under build/fuzz/artifacts/
+# (replay it with: build/fuzz/fuzz_gemm build/fuzz/artifacts/crash-...).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds="${1:-60}"
+CC="${FUZZ_CC:-clang}"
+if ! command -v "$CC" >/dev/null; then
+    echo "fuzz.sh: $CC not found (apt-get install -y clang)" >&2
+    exit 2
+fi
+out=build/fuzz
+mkdir -p "$out/corpus" "$out/artifacts"
+"$CC" -std=c11 -g -O1 -ffp-contract=off -fno-fast-math -Wall -Wextra -Werror \
+    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer \
+    -Icsrc test/fuzz/fuzz_gemm.c csrc/core.c csrc/reference.c csrc/cpu_fast.c \
+    -pthread -lm -o "$out/fuzz_gemm"
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:${ASAN_OPTIONS:-}"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"
+"$out/fuzz_gemm" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=2048 -max_len=4096 \
+    -print_final_stats=1 -artifact_prefix="$out/artifacts/" "$out/corpus" test/fuzz/corpus
