@@ -185,3 +185,13 @@ def test_zero_padding_across_a_split_grain_can_change_bits():
     # grid 2^(8 - 13), which cuts 1.125 * 2^-6 to 0.
     assert gemm(x, w, s).item() == 256 + 1.125 * 2 ** -6
     assert gemm(xp, wp, s).item() == 256.0
+
+
+@given(M=st.integers(1, 1 << 16), N=st.integers(1, 1 << 12).map(lambda n: 16 * n),
+       K=st.integers(1, 1 << 18).map(lambda k: 16 * k), fast=st.booleans(),
+       out=st.sampled_from([torch.float32, torch.bfloat16, torch.float16, torch.float8_e4m3fn]),
+       profile=st.sampled_from(["hopper-ws0", "ada-ws0"]))
+def test_ws0_profiles_never_split(M, N, K, fast, out, profile):
+    from mmaemu.api import explain_shape
+    plan = explain_shape(M, N, K, "e4m3", "e4m3", out, fast, profile=profile)
+    assert (plan.split.S, plan.split.scheme, plan.split.source) == (1, "none", "rule")
