@@ -1,28 +1,73 @@
-"""An independent model of mmaemu's arithmetic in pure Python, with exact integers and fractions.
+"""An independent model of mmaemu's arithmetic in pure Python, with exact integers.
 
 It is written from the model's description (docs/semantics.md; the block operation of the
-research note's section 2.2 and the schedule of its section 7), not from the C headers, and it
-shares no code with them: the tests compare the two bit for bit. Slow by design; every value is
-exact until an explicit rounding step says how it is rounded. No floats take part in the
-arithmetic (Python floats appear only to build test inputs).
+research note's section 2.2 and the schedule of its section 7), not from the C headers, and
+shares no code with them: the tests compare the two bit for bit. Every number in this
+arithmetic is a dyadic rational, held exactly as an integer pair (n, e) = n * 2^e; nothing is
+rounded except by an explicit step that says how (round_dyadic). No floats take part.
 
-Values travel as bit patterns (ints). FP8 codes are ints 0..255; fp32 values are their 32-bit
-patterns; outputs are the output format's pattern (uint8/uint16/uint32 as an int).
+Values travel as bit patterns (ints): FP8 codes 0..255, fp32 values as their 32-bit patterns,
+outputs as the output format's pattern.
 """
 from fractions import Fraction
 from functools import lru_cache
 
 # ---------------------------------------------------------------------------------------------
-# Binary floating-point formats, described by their parameters (IEEE-style, OCP for FP8).
-# p: precision (significand bits including the hidden one); emin: smallest normal exponent.
+# Exact dyadic numbers n * 2^e (n >= 0 for magnitudes, any sign for sums).
+
+
+def dy_log2(n, e):
+    """floor(log2(n * 2^e)) for n > 0."""
+    return n.bit_length() - 1 + e
+
+
+def dy_add(n1, e1, n2, e2):
+    """Exact sum of two signed dyadics, as (n, e) with e = min(e1, e2)."""
+    e = min(e1, e2)
+    return (n1 << (e1 - e)) + (n2 << (e2 - e)), e
+
+
+def dy_cmp(n1, e1, n2, e2):
+    """Sign of n1 * 2^e1 - n2 * 2^e2."""
+    n, _ = dy_add(n1, e1, -n2, e2)
+    return (n > 0) - (n < 0)
+
+
+def round_dyadic(n, e, p, emin, mode):
+    """The magnitude n * 2^e (n >= 0) rounded to p significant bits, with the spacing of
+    exponent emin below 2^emin (gradual underflow) and no upper exponent limit.
+    mode 'rne': round to nearest, ties to even; 'rz': toward zero. Returns (n', e')."""
+    if n == 0:
+        return 0, 0
+    q = max(dy_log2(n, e), emin) - (p - 1)   # exponent of one unit in the last place
+    drop = q - e
+    if drop <= 0:
+        return n, e                           # already on the grid: exact
+    kept, rem = n >> drop, n & ((1 << drop) - 1)
+    if mode == "rne":
+        half = 1 << (drop - 1)
+        if rem > half or (rem == half and kept & 1):
+            kept += 1
+    elif mode != "rz":
+        raise ValueError(mode)
+    return kept, q
+
+
+# ---------------------------------------------------------------------------------------------
+# Binary floating-point formats, by their parameters (IEEE-style; OCP for FP8).
 
 
 class Fmt:
     def __init__(self, name, exp_bits, man_bits, bias):
         self.name, self.exp_bits, self.man_bits, self.bias = name, exp_bits, man_bits, bias
-        self.p = man_bits + 1
-        self.emin = 1 - bias
+        self.p = man_bits + 1                      # precision, hidden bit included
+        self.emin = 1 - bias                       # smallest normal exponent
         self.width = 1 + exp_bits + man_bits
+        self.emax = (1 << exp_bits) - 2 - bias     # IEEE-style: the all-ones exponent is special
+        self.inf_bits = ((1 << exp_bits) - 1) << man_bits
+
+    def largest_finite(self):
+        return (1 << self.p) - 1, self.emax - self.man_bits
 
 
 F32 = Fmt("fp32", 8, 23, 127)
@@ -31,89 +76,66 @@ F16 = Fmt("fp16", 5, 10, 15)
 E4M3 = Fmt("e4m3", 4, 3, 7)
 E5M2 = Fmt("e5m2", 5, 2, 15)
 
-F32_NAN = 0x7FFFFFFF          # canonical NaN of fp32 results
-F32_PINF, F32_NINF = 0x7F800000, 0xFF800000
-TWO = Fraction(2)
-
-
-def pow2(e):
-    return TWO ** e
-
-
-def floor_log2(x):
-    """floor(log2(x)) for a positive Fraction or int, exactly."""
-    x = Fraction(x)
-    n, d = x.numerator, x.denominator
-    e = n.bit_length() - d.bit_length()
-    if (n << max(0, -e)) < (d << max(0, e)):
-        e -= 1
-    return e
-
-
-def round_magnitude(mag, p, emin, mode):
-    """mag (Fraction >= 0) rounded to p significant bits, with the spacing of exponent emin
-    below 2^emin (gradual underflow), and no upper exponent limit. mode: 'rne' or 'rz'."""
-    if mag == 0:
-        return Fraction(0)
-    q = max(floor_log2(mag), emin) - (p - 1)       # exponent of one unit in the last place
-    scaled = mag / pow2(q)
-    n = scaled.numerator // scaled.denominator
-    rem = scaled - n
-    if mode == "rne":
-        if rem > Fraction(1, 2) or (rem == Fraction(1, 2) and n % 2 == 1):
-            n += 1
-    elif mode != "rz":
-        raise ValueError(mode)
-    return n * pow2(q)
-
 
 def largest_finite(fmt):
-    emax = (1 << fmt.exp_bits) - 2 - fmt.bias
-    return (2 - pow2(-fmt.man_bits)) * pow2(emax)
+    """(n, e) of the largest finite value. E4M3FN has no Inf: its largest is S.1111.110 = 448
+    (S.1111.111 is NaN)."""
+    if fmt is E4M3:
+        return 7, 6
+    return fmt.largest_finite()
 
 
-def encode_finite(fmt, sign, mag):
-    """Bit pattern of the representable value sign * mag (mag exactly representable)."""
+def encode_finite(fmt, sign, n, e):
+    """Bit pattern of sign * n * 2^e, which must be representable in fmt."""
     s = sign << (fmt.width - 1)
-    if mag == 0:
+    if n == 0:
         return s
-    if mag < pow2(fmt.emin):
-        field = mag / pow2(fmt.emin - fmt.man_bits)
-        assert field.denominator == 1
-        return s | int(field)
-    e = floor_log2(mag)
-    frac = mag / pow2(e - fmt.man_bits) - (1 << fmt.man_bits)
-    assert frac.denominator == 1
-    return s | ((e + fmt.bias) << fmt.man_bits) | int(frac)
+    lg = dy_log2(n, e)
+    if lg < fmt.emin:                          # subnormal: field = value / 2^(emin - man_bits)
+        shift = e - (fmt.emin - fmt.man_bits)
+        assert shift >= 0 or n % (1 << -shift) == 0
+        return s | (n << shift if shift >= 0 else n >> -shift)
+    shift = e - (lg - fmt.man_bits)            # significand with man_bits fraction bits
+    sig = n << shift if shift >= 0 else n >> -shift
+    assert shift >= 0 or n % (1 << -shift) == 0
+    assert lg + fmt.bias <= (1 << fmt.exp_bits) - 1
+    return s | ((lg + fmt.bias) << fmt.man_bits) | (sig - (1 << fmt.man_bits))
 
 
 # ---------------------------------------------------------------------------------------------
-# fp32 values: decode, round, and the IEEE operations the GEMM uses (RN-even add and multiply).
+# fp32: decode, round, and the IEEE operations of the schedule (RN-even add and multiply).
+
+F32_NAN = 0x7FFFFFFF          # canonical NaN of fp32 results
+F32_PINF, F32_NINF = 0x7F800000, 0xFF800000
 
 
 def f32_decode(u):
-    """('nan', 0, None) | ('inf', sign, None) | ('num', sign, Fraction magnitude)."""
+    """('nan', 0, None) | ('inf', sign, None) | ('num', sign, (n, e)) with magnitude n * 2^e."""
     sign = u >> 31
     ex = (u >> 23) & 0xFF
     man = u & 0x7FFFFF
     if ex == 0xFF:
         return ("nan", 0, None) if man else ("inf", sign, None)
     if ex == 0:
-        return ("num", sign, man * pow2(-149))
-    return ("num", sign, ((1 << 23) | man) * pow2(ex - 150))
+        return ("num", sign, (man, -149))
+    return ("num", sign, ((1 << 23) | man, ex - 150))
 
 
-def f32_round(sign, mag, mode="rne"):
-    """fp32 bits of sign * mag rounded (RN-even: overflow to Inf; RZ: overflow to the largest
-    finite value, as IEEE 754 defines both)."""
-    r = round_magnitude(mag, F32.p, F32.emin, mode)
-    if r > largest_finite(F32):
+def f32_round(sign, n, e, mode="rne"):
+    """fp32 bits of sign * n * 2^e rounded as IEEE 754 says: RN-even overflows to Inf, RZ to
+    the largest finite value."""
+    rn, re = round_dyadic(n, e, F32.p, F32.emin, mode)
+    if rn and dy_cmp(rn, re, *F32.largest_finite()) > 0:
         return (sign << 31) | (0x7F800000 if mode == "rne" else 0x7F7FFFFF)
-    return encode_finite(F32, sign, r)
+    return encode_finite(F32, sign, rn, re)
 
 
 def f32_is_nan(u):
     return (u & 0x7FFFFFFF) > 0x7F800000
+
+
+def f32_canonical(u):
+    return F32_NAN if f32_is_nan(u) else u
 
 
 def f32_add(x, y):
@@ -127,10 +149,10 @@ def f32_add(x, y):
         return x
     if ky == "inf":
         return y
-    exact = (-mx if sx else mx) + (-my if sy else my)
-    if exact == 0:       # IEEE: an exact zero sum is +0 in round-to-nearest, unless both are -0
+    n, e = dy_add(-mx[0] if sx else mx[0], mx[1], -my[0] if sy else my[0], my[1])
+    if n == 0:          # IEEE: an exact zero sum is +0 in round-to-nearest, unless both are -0
         return 0x80000000 if (sx and sy) else 0
-    return f32_round(1 if exact < 0 else 0, abs(exact))
+    return f32_round(1 if n < 0 else 0, abs(n), e)
 
 
 def f32_mul(x, y):
@@ -140,14 +162,10 @@ def f32_mul(x, y):
     if kx == "nan" or ky == "nan":
         return F32_NAN
     if kx == "inf" or ky == "inf":
-        if (kx == "num" and mx == 0) or (ky == "num" and my == 0):
+        if (kx == "num" and mx[0] == 0) or (ky == "num" and my[0] == 0):
             return F32_NAN
         return (s << 31) | 0x7F800000
-    return f32_round(s, mx * my)
-
-
-def f32_canonical(u):
-    return F32_NAN if f32_is_nan(u) else u
+    return f32_round(s, mx[0] * my[0], mx[1] + my[1])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -155,43 +173,47 @@ def f32_canonical(u):
 # Inf = S.11111.00, NaN = S.11111.{01,10,11}.
 
 
-class Fp8:
-    """A decoded FP8 value: kind ('zero', 'num', 'inf', 'nan'), sign, magnitude, and the
-    alignment exponent max(floor(log2|x|), emin) that the tensor core uses."""
-    __slots__ = ("kind", "sign", "mag", "align")
-
-    def __init__(self, kind, sign, mag=None, align=None):
-        self.kind, self.sign, self.mag, self.align = kind, sign, mag, align
-
-
 @lru_cache(maxsize=None)
 def fp8_decode(code, fmt_name):
+    """(kind, sign, m, lsb, align): kind 'zero' | 'num' | 'inf' | 'nan'; the value is
+    m * 2^lsb; align = max(floor(log2|x|), emin), the exponent the tensor core aligns on."""
     fmt = E4M3 if fmt_name == "e4m3" else E5M2
     sign = code >> 7
     ex = (code >> fmt.man_bits) & ((1 << fmt.exp_bits) - 1)
     man = code & ((1 << fmt.man_bits) - 1)
     all_ones = (1 << fmt.exp_bits) - 1
-    if fmt is E4M3 and ex == all_ones and man == 7:
-        return Fp8("nan", sign)
+    if fmt is E4M3 and ex == all_ones and man == (1 << fmt.man_bits) - 1:
+        return ("nan", sign, 0, 0, 0)
     if fmt is E5M2 and ex == all_ones:
-        return Fp8("nan", sign) if man else Fp8("inf", sign)
+        return ("nan", sign, 0, 0, 0) if man else ("inf", sign, 0, 0, 0)
     if ex == 0:
         if man == 0:
-            return Fp8("zero", sign)
-        return Fp8("num", sign, man * pow2(fmt.emin - fmt.man_bits), fmt.emin)
-    return Fp8("num", sign, (1 + Fraction(man, 1 << fmt.man_bits)) * pow2(ex - fmt.bias), ex - fmt.bias)
+            return ("zero", sign, 0, 0, 0)
+        return ("num", sign, man, fmt.emin - fmt.man_bits, fmt.emin)
+    e = ex - fmt.bias
+    return ("num", sign, (1 << fmt.man_bits) | man, e - fmt.man_bits, e)
 
 
 def fp8_value(code, fmt_name):
     """The exact value of a finite code as a Fraction (for building expectations in tests)."""
-    d = fp8_decode(code, fmt_name)
-    if d.kind in ("nan", "inf"):
+    kind, sign, m, lsb, _ = fp8_decode(code, fmt_name)
+    if kind in ("nan", "inf"):
         raise ValueError("not finite")
-    return Fraction(0) if d.kind == "zero" else (-d.mag if d.sign else d.mag)
+    v = Fraction(m) * Fraction(2) ** lsb
+    return -v if sign else v
+
+
+def f32_value(u):
+    """The exact value of finite fp32 bits as a Fraction."""
+    kind, sign, (n, e) = f32_decode(u)
+    if kind != "num":
+        raise ValueError("not finite")
+    v = Fraction(n) * Fraction(2) ** e
+    return -v if sign else v
 
 
 # ---------------------------------------------------------------------------------------------
-# The instruction model: one block FMA, D = (G products) + C.
+# The instruction model: one block FMA, D = (up to G products) + C.
 
 
 class Preset:
@@ -213,33 +235,39 @@ PRESETS = {
 }
 
 
+def _preset(p):
+    return PRESETS[p] if isinstance(p, str) else p
+
+
+@lru_cache(maxsize=1 << 17)
 def product_term(x, y):
-    """The block term of x * y: None for a zero product, 'nan' / ('inf', sign) for specials,
-    else (sign, exact magnitude, alignment exponent e_x + e_y)."""
-    if x.kind == "nan" or y.kind == "nan":
+    """The block term of x * y (decoded FP8 values): None for a zero product, 'nan' or
+    ('inf', sign) for specials, else (sign, m, lsb, align): the exact product m * 2^lsb and its
+    alignment exponent align_x + align_y (the unnormalised product's exponent)."""
+    if x[0] == "nan" or y[0] == "nan":
         return "nan"
-    if x.kind == "inf" or y.kind == "inf":
-        if x.kind == "zero" or y.kind == "zero":
+    if x[0] == "inf" or y[0] == "inf":
+        if x[0] == "zero" or y[0] == "zero":
             return "nan"
-        return ("inf", x.sign ^ y.sign)
-    if x.kind == "zero" or y.kind == "zero":
+        return ("inf", x[1] ^ y[1])
+    if x[0] == "zero" or y[0] == "zero":
         return None
-    return (x.sign ^ y.sign, x.mag * y.mag, x.align + y.align)
+    return (x[1] ^ y[1], x[2] * y[2], x[3] + y[3], x[4] + y[4])
 
 
-@lru_cache(maxsize=1 << 20)
+@lru_cache(maxsize=1 << 16)
 def block_fma(terms, c, preset):
     """One block: terms = tuple of product_term results (None for zero products), c = fp32 bits
     of the incoming accumulator. Returns the fp32 bits of D. Steps (semantics.md):
       specials: any NaN, Inf * 0, or +Inf with -Inf -> NaN; otherwise an Inf wins;
       every non-zero product joins, and C too (if not +-0, with exponent floor(log2|C|) clamped
       at -126) unless the preset adds C late;
-      E = the largest alignment exponent; each term is cut toward zero to a multiple of
-      2^(E - frac); the cut terms are added exactly; an exact zero gives +0; the sum keeps its
-      `keep` most significant bits (truncated) and becomes an fp32 value (toward zero below
-      fp32 precision; from 2^128 up it is Inf);
+      E = the largest alignment exponent; each term's magnitude is cut toward zero to a
+      multiple of 2^(E - frac); the signed cut terms are added exactly; an exact zero gives +0;
+      the sum keeps its `keep` most significant bits (truncated) and becomes an fp32 value
+      (toward zero below fp32 precision; from 2^128 up it is Inf);
       a late C is then added to that value with an fp32 RN-even add."""
-    p = PRESETS[preset] if isinstance(preset, str) else preset
+    p = _preset(preset)
     ck, cs, cm = f32_decode(c)
     nan = ck == "nan"
     infs = {cs} if ck == "inf" else set()
@@ -257,33 +285,33 @@ def block_fma(terms, c, preset):
         return F32_NAN
     if infs:
         return F32_NINF if 1 in infs else F32_PINF
-    if cm != 0 and not p.c_late:
-        finite.append((cs, cm, max(floor_log2(cm), -126)))
+    if cm[0] != 0 and not p.c_late:
+        finite.append((cs, cm[0], cm[1], max(dy_log2(*cm), F32.emin)))
     d = 0
     if finite:
-        E = max(t[2] for t in finite)
-        unit = pow2(E - p.frac)
+        E = max(t[3] for t in finite)
+        grid = E - p.frac                       # exponent of the grid's unit
         S = 0
-        for sign, mag, _ in finite:
-            q = mag / unit
-            cut = q.numerator // q.denominator           # toward zero: magnitudes are >= 0
+        for sign, m, lsb, _ in finite:
+            cut = m << (lsb - grid) if lsb >= grid else m >> (grid - lsb)
             S += -cut if sign else cut
         if S != 0:
-            sign, A = (1, -S) if S < 0 else (0, S)
-            kept = round_magnitude(Fraction(A), p.keep, -(1 << 30), "rz")
-            value = kept * unit
-            d = (sign << 31) | 0x7F800000 if value >= pow2(128) else f32_round(sign, value, "rz")
+            sign = 1 if S < 0 else 0
+            n, e = round_dyadic(abs(S), grid, p.keep, -(1 << 30), "rz")
+            d = (sign << 31) | 0x7F800000 if dy_log2(n, e) >= 128 else f32_round(sign, n, e, "rz")
     return f32_add(d, c) if p.c_late else d
+
+
+def block_terms(a_row, b_row, fa, fb, k0, k1):
+    return tuple(product_term(fp8_decode(a_row[i], fa), fp8_decode(b_row[i], fb)) for i in range(k0, k1))
 
 
 def chain(a_row, b_row, fa, fb, k0, k1, c, preset):
     """Blocks over k in [k0, k1), `block` consecutive k each in ascending order, chained from
     the fp32 accumulator c (a short last block has fewer products)."""
-    p = PRESETS[preset] if isinstance(preset, str) else preset
+    p = _preset(preset)
     for k in range(k0, k1, p.block):
-        end = min(k + p.block, k1)
-        terms = tuple(product_term(fp8_decode(a_row[i], fa), fp8_decode(b_row[i], fb)) for i in range(k, end))
-        c = block_fma(terms, c, preset)
+        c = block_fma(block_terms(a_row, b_row, fa, fb, k, min(k + p.block, k1)), c, preset)
     return c
 
 
@@ -304,7 +332,7 @@ def split_accumulator(a_row, b_row, fa, fb, k0, k1, fast, preset):
     register (RN-even) that starts at +0."""
     if fast:
         return chain(a_row, b_row, fa, fb, k0, k1, 0, preset)
-    p = PRESETS[preset] if isinstance(preset, str) else preset
+    p = _preset(preset)
     step = p.block * p.promote_blocks
     main = 0
     for k in range(k0, k1, step):
@@ -323,7 +351,7 @@ def split_ranges(K, splits):
 def reduce_partials(parts, scheme):
     """fp32 (RN-even) reduction of the split partials. serial/contiguous: ((p0 + p1) + p2) ...;
     pairwise: adjacent items added level by level, an odd last item carried up unchanged."""
-    if scheme in ("serial", "contiguous", "none"):
+    if scheme in ("serial", "contiguous"):
         r = parts[0]
         for x in parts[1:]:
             r = f32_add(r, x)
@@ -344,8 +372,6 @@ def accumulator(a_row, b_row, fa, fb, fast, preset="hopper", splits=1, scheme="n
     K = len(a_row)
     if splits <= 1:
         return split_accumulator(a_row, b_row, fa, fb, 0, K, fast, preset)
-    if scheme == "none":
-        raise ValueError("splits > 1 needs a scheme")
     parts = [split_accumulator(a_row, b_row, fa, fb, k0, k1, fast, preset) if k1 > k0 else 0
              for k0, k1 in split_ranges(K, splits)]
     return reduce_partials(parts, scheme)
@@ -356,29 +382,30 @@ def accumulator(a_row, b_row, fa, fb, fast, preset="hopper", splits=1, scheme="n
 
 
 def to_small_format(u, fmt, saturate, nan_bits):
-    """fp32 bits -> fmt (bf16, fp16, E4M3, E5M2), round to nearest even with gradual underflow.
-    Overflow (a rounded magnitude above the largest finite value) and Inf give the largest
-    finite value when saturating (satfinite), else Inf; every NaN gives nan_bits."""
+    """fp32 bits -> fmt (bf16, fp16, E4M3, E5M2): round to nearest even with gradual underflow.
+    A rounded magnitude above the largest finite value, and Inf, give the largest finite value
+    when saturating (satfinite) and Inf otherwise; every NaN gives nan_bits."""
     kind, sign, mag = f32_decode(u)
-    top = sign << (fmt.width - 1)
     if kind == "nan":
         return nan_bits
+    top = sign << (fmt.width - 1)
     big = largest_finite(fmt)
+    overflow = top | (encode_finite(fmt, 0, *big) if saturate else fmt.inf_bits)
     if kind == "inf":
-        return top | (encode_finite(fmt, 0, big) if saturate else (((1 << fmt.exp_bits) - 1) << fmt.man_bits))
-    r = round_magnitude(mag, fmt.p, fmt.emin, "rne")
-    if r > big:
-        return top | (encode_finite(fmt, 0, big) if saturate else (((1 << fmt.exp_bits) - 1) << fmt.man_bits))
-    return encode_finite(fmt, sign, r)
+        return overflow
+    n, e = round_dyadic(mag[0], mag[1], fmt.p, fmt.emin, "rne")
+    if n and dy_cmp(n, e, *big) > 0:
+        return overflow
+    return encode_finite(fmt, sign, n, e)
 
 
-OUTPUTS = ("f32", "bf16", "f16", "e4m3", "e5m2", "acc")
+OUTPUTS = ("f32", "bf16", "f16", "e4m3", "e5m2")
 
 
 def convert_output(v, out):
     """fp32 bits -> the output's bits. bf16/fp16: RN-even, overflow to Inf, NaN -> 0x7FFF.
     E4M3/E5M2: RN-even, saturating (satfinite), NaN -> 0x7F. fp32: NaN -> 0x7FFFFFFF."""
-    if out in ("f32", "acc"):
+    if out == "f32":
         return f32_canonical(v)
     if out == "bf16":
         return to_small_format(v, BF16, False, 0x7FFF)
@@ -391,11 +418,12 @@ def convert_output(v, out):
     raise ValueError(out)
 
 
+EPILOGUE_ORDERS = ("H1", "H2", "H3")
+
+
 def epilogue(acc, out, scale_a, scale_b, scale_result=None, order="H1"):
     """acc, scales: fp32 bits. order H1: fp32(fp32(sa*sb)*acc); H2: fp32(fp32(acc*sa)*sb);
     H3: fp32(fp32(acc*sb)*sa). FP8 outputs then multiply by scale_result (when given)."""
-    if out == "acc":
-        return f32_canonical(acc)
     if order == "H1":
         v = f32_mul(f32_mul(scale_a, scale_b), acc)
     elif order == "H2":
@@ -409,13 +437,14 @@ def epilogue(acc, out, scale_a, scale_b, scale_result=None, order="H1"):
     return convert_output(v, out)
 
 
+def accumulate(A, B, fa, fb, fast, preset="hopper", splits=1, scheme="none"):
+    """A: M rows of K codes, B: N rows of K codes. M lists of N fp32 accumulator bit patterns."""
+    return [[f32_canonical(accumulator(a, b, fa, fb, fast, preset, splits, scheme)) for b in B] for a in A]
+
+
 def scaled_mm(A, B, fa, fb, scale_a, scale_b, out, fast, preset="hopper", splits=1,
               scheme="none", scale_result=None, order="H1"):
-    """A: M rows of K codes, B: N rows of K codes (B[j] is column j of torch's mat2).
-    Returns M lists of N output bit patterns."""
-    return [[epilogue(accumulator(a, b, fa, fb, fast, preset, splits, scheme), out, scale_a,
-                      scale_b, scale_result, order) for b in B] for a in A]
-
-
-def accumulate(A, B, fa, fb, fast, preset="hopper", splits=1, scheme="none"):
-    return [[f32_canonical(accumulator(a, b, fa, fb, fast, preset, splits, scheme)) for b in B] for a in A]
+    """A: M rows of K codes, B: N rows of K codes (B[j] is column j of torch's mat2); scales
+    as fp32 bits. Returns M lists of N output bit patterns."""
+    return [[epilogue(acc, out, scale_a, scale_b, scale_result, order) for acc in row]
+            for row in accumulate(A, B, fa, fb, fast, preset, splits, scheme)]
