@@ -106,7 +106,8 @@ def convert(src, out_dir):
             c = [0] * N_VECTORS
         path = os.path.join(out_dir, f"{name}.txt.gz")
         header = (f"# {tag} E4M3 x E4M3 -> fp32, K = {K}, {N_VECTORS} vectors; from "
-                  f"north-numerical-computing/MATLAB-tensor-core@b12b5a7 model_validation/{tag}/E4M3 (BSD-2, see LICENCE)\n"
+                  f"north-numerical-computing/MATLAB-tensor-core@b12b5a7 "
+                  f"model_validation/{tag}/E4M3 (BSD-2, see LICENCE)\n"
                   f"# columns: a (32 E4M3 codes, hex) b (32 E4M3 codes, hex) C (fp32 bits) D (fp32 bits, hardware)\n")
         if not uses_c:
             header += "# C = 0: the hardware ran D = A.B + 0 (wgmma), the published c file was not used\n"

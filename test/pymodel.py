@@ -1,15 +1,14 @@
 """An independent model of mmaemu's arithmetic in pure Python, with exact integers.
 
-It is written from the model's description (docs/semantics.md; the block operation of the
-research note's section 2.2 and the schedule of its section 7), not from the C headers, and
-shares no code with them: the tests compare the two bit for bit. Every number in this
-arithmetic is a dyadic rational, held exactly as an integer pair (n, e) = n * 2^e; nothing is
-rounded except by an explicit step that says how (round_dyadic). No floats take part.
+It is written from the model's description (the block operation, the GEMM schedule and the
+epilogue as docs/semantics.md states them), not from the C headers, and shares no code with
+them: the tests compare the two bit for bit. Every number in this arithmetic is a dyadic
+rational, held exactly as an integer pair (n, e) = n * 2^e; nothing is rounded except by an
+explicit step that says how (round_dyadic). No floats take part.
 
 Values travel as bit patterns (ints): FP8 codes 0..255, fp32 values as their 32-bit patterns,
 outputs as the output format's pattern.
 """
-from fractions import Fraction
 from functools import lru_cache
 
 # ---------------------------------------------------------------------------------------------
@@ -192,24 +191,6 @@ def fp8_decode(code, fmt_name):
         return ("num", sign, man, fmt.emin - fmt.man_bits, fmt.emin)
     e = ex - fmt.bias
     return ("num", sign, (1 << fmt.man_bits) | man, e - fmt.man_bits, e)
-
-
-def fp8_value(code, fmt_name):
-    """The exact value of a finite code as a Fraction (for building expectations in tests)."""
-    kind, sign, m, lsb, _ = fp8_decode(code, fmt_name)
-    if kind in ("nan", "inf"):
-        raise ValueError("not finite")
-    v = Fraction(m) * Fraction(2) ** lsb
-    return -v if sign else v
-
-
-def f32_value(u):
-    """The exact value of finite fp32 bits as a Fraction."""
-    kind, sign, (n, e) = f32_decode(u)
-    if kind != "num":
-        raise ValueError("not finite")
-    v = Fraction(n) * Fraction(2) ** e
-    return -v if sign else v
 
 
 # ---------------------------------------------------------------------------------------------
@@ -399,9 +380,6 @@ def to_small_format(u, fmt, saturate, nan_bits):
     return encode_finite(fmt, sign, n, e)
 
 
-OUTPUTS = ("f32", "bf16", "f16", "e4m3", "e5m2")
-
-
 def convert_output(v, out):
     """fp32 bits -> the output's bits. bf16/fp16: RN-even, overflow to Inf, NaN -> 0x7FFF.
     E4M3/E5M2: RN-even, saturating (satfinite), NaN -> 0x7F. fp32: NaN -> 0x7FFFFFFF."""
@@ -416,9 +394,6 @@ def convert_output(v, out):
     if out == "e5m2":
         return to_small_format(v, E5M2, True, 0x7F)
     raise ValueError(out)
-
-
-EPILOGUE_ORDERS = ("H1", "H2", "H3")
 
 
 def epilogue(acc, out, scale_a, scale_b, scale_result=None, order="H1"):
