@@ -7,8 +7,11 @@
  *  3. E = the largest alignment exponent; every term is cut toward zero to the grid 2^(E - frac);
  *  4. the terms are added exactly; an exact zero gives +0;
  *  5. the sum keeps its `keep` most significant bits, truncated toward zero.
+ * With c_late, C stays out of steps 2-5 and is added to the block's fp32 result with an
+ * fp32 round-to-nearest-even add.
  * hopper (32 products, frac 13, keep 14) is validated on H100/H200 vectors with C = 0;
- * ada (16, 13, 14) on Ada vectors with C != 0. NaN/Inf handling (any NaN, Inf * 0 or
+ * ada (16, 13, 14) on Ada vectors with C != 0; b200 (32, 25, 24, c_late) on B200 E4M3 and
+ * E5M2 vectors with C != 0. NaN/Inf handling (any NaN, Inf * 0 or
  * +Inf with -Inf gives NaN, otherwise Inf wins) follows the published model and is
  * inferred for hardware until probe P8 runs. */
 #ifndef MMAEMU_BLOCK_H
@@ -18,12 +21,15 @@
 
 /* An instruction model. block: products per hardware block; frac: grid bits below the block
  * exponent; keep: significant bits of the block result (truncated); promote_blocks: blocks
- * per promotion interval without fast accumulation. */
+ * per promotion interval without fast accumulation; c_late: 0 = C is aligned and added with
+ * the products, 1 = C is added afterwards with an fp32 RN-even add (last, so that a
+ * positional initialiser without it keeps the old meaning). */
 typedef struct {
     int32_t block;
     int32_t frac;
     int32_t keep;
     int32_t promote_blocks;
+    int32_t c_late;
 } mm_preset;
 
 /* Exact fp32 value of sign * A * 2^x, truncated toward zero to fp32 precision (the block
@@ -83,29 +89,35 @@ MMAEMU_HD float mm_block(const uint8_t* a, const uint8_t* b, int fa, int fb, int
 
     /* C as a term: significand with hidden bit, exponent clamped at -126 for subnormals. */
     const int c_nonzero = (cb & 0x7FFFFFFFu) != 0;
+    const int c_joins = c_nonzero && !p->c_late;
     const uint64_t cm = (cb & 0x7FFFFFu) | (cexp ? 0x800000u : 0u);
     const int ce = cexp ? (int)cexp - 127 : -126;
-    if (c_nonzero && (!have || ce > E)) E = ce;
-    if (!have && !c_nonzero) return 0.0f;
+    if (c_joins && (!have || ce > E)) E = ce;
 
-    const int grid = E - p->frac; /* exponent of the grid's LSB */
-    int64_t S = 0;
-    for (int k = 0; k < n; k++) {
-        const mm_fp8 x = mm_decode_fp8(a[k], fa), y = mm_decode_fp8(b[k], fb);
-        if (x.cls == MM_CLS_ZERO || y.cls == MM_CLS_ZERO) continue;
-        const int64_t v = (int64_t)mm_shift_trunc((uint64_t)(x.m * y.m), x.lsb + y.lsb - grid);
-        S += (x.sign ^ y.sign) ? -v : v;
+    float d = 0.0f;
+    if (have || c_joins) {
+        const int grid = E - p->frac; /* exponent of the grid's LSB */
+        int64_t S = 0;
+        for (int k = 0; k < n; k++) {
+            const mm_fp8 x = mm_decode_fp8(a[k], fa), y = mm_decode_fp8(b[k], fb);
+            if (x.cls == MM_CLS_ZERO || y.cls == MM_CLS_ZERO) continue;
+            const int64_t v = (int64_t)mm_shift_trunc((uint64_t)(x.m * y.m), x.lsb + y.lsb - grid);
+            S += (x.sign ^ y.sign) ? -v : v;
+        }
+        if (c_joins) {
+            const int64_t v = (int64_t)mm_shift_trunc(cm, ce - 23 - grid);
+            S += csign ? -v : v;
+        }
+        if (S != 0) {
+            const int sign = S < 0;
+            uint64_t A = (uint64_t)(sign ? -S : S);
+            const int L = mm_bitlen64(A);
+            if (L > p->keep) A = (A >> (L - p->keep)) << (L - p->keep);
+            d = mm_compose_f32(sign, A, grid);
+        }
     }
-    if (c_nonzero) {
-        const int64_t v = (int64_t)mm_shift_trunc(cm, ce - 23 - grid);
-        S += csign ? -v : v;
-    }
-    if (S == 0) return 0.0f;
-    const int sign = S < 0;
-    uint64_t A = (uint64_t)(sign ? -S : S);
-    const int L = mm_bitlen64(A);
-    if (L > p->keep) A = (A >> (L - p->keep)) << (L - p->keep);
-    return mm_compose_f32(sign, A, grid);
+    /* A late C: one fp32 RN-even add (no contraction: -ffp-contract=off / --fmad=false). */
+    return p->c_late ? d + c : d;
 }
 
 #endif /* MMAEMU_BLOCK_H */

@@ -1,0 +1,425 @@
+"""An independent model of mmaemu's arithmetic in pure Python, with exact integers.
+
+It is written from the model's description (the block operation, the GEMM schedule and the
+epilogue as docs/semantics.md states them), not from the C headers, and shares no code with
+them: the tests compare the two bit for bit. Every number in this arithmetic is a dyadic
+rational, held exactly as an integer pair (n, e) = n * 2^e; nothing is rounded except by an
+explicit step that says how (round_dyadic). No floats take part.
+
+Values travel as bit patterns (ints): FP8 codes 0..255, fp32 values as their 32-bit patterns,
+outputs as the output format's pattern.
+"""
+from functools import lru_cache
+
+# ---------------------------------------------------------------------------------------------
+# Exact dyadic numbers n * 2^e (n >= 0 for magnitudes, any sign for sums).
+
+
+def dy_log2(n, e):
+    """floor(log2(n * 2^e)) for n > 0."""
+    return n.bit_length() - 1 + e
+
+
+def dy_add(n1, e1, n2, e2):
+    """Exact sum of two signed dyadics, as (n, e) with e = min(e1, e2)."""
+    e = min(e1, e2)
+    return (n1 << (e1 - e)) + (n2 << (e2 - e)), e
+
+
+def dy_cmp(n1, e1, n2, e2):
+    """Sign of n1 * 2^e1 - n2 * 2^e2."""
+    n, _ = dy_add(n1, e1, -n2, e2)
+    return (n > 0) - (n < 0)
+
+
+def round_dyadic(n, e, p, emin, mode):
+    """The magnitude n * 2^e (n >= 0) rounded to p significant bits, with the spacing of
+    exponent emin below 2^emin (gradual underflow) and no upper exponent limit.
+    mode 'rne': round to nearest, ties to even; 'rz': toward zero. Returns (n', e')."""
+    if n == 0:
+        return 0, 0
+    q = max(dy_log2(n, e), emin) - (p - 1)   # exponent of one unit in the last place
+    drop = q - e
+    if drop <= 0:
+        return n, e                           # already on the grid: exact
+    kept, rem = n >> drop, n & ((1 << drop) - 1)
+    if mode == "rne":
+        half = 1 << (drop - 1)
+        if rem > half or (rem == half and kept & 1):
+            kept += 1
+    elif mode != "rz":
+        raise ValueError(mode)
+    return kept, q
+
+
+# ---------------------------------------------------------------------------------------------
+# Binary floating-point formats, by their parameters (IEEE-style; OCP for FP8).
+
+
+class Fmt:
+    def __init__(self, name, exp_bits, man_bits, bias):
+        self.name, self.exp_bits, self.man_bits, self.bias = name, exp_bits, man_bits, bias
+        self.p = man_bits + 1                      # precision, hidden bit included
+        self.emin = 1 - bias                       # smallest normal exponent
+        self.width = 1 + exp_bits + man_bits
+        self.emax = (1 << exp_bits) - 2 - bias     # IEEE-style: the all-ones exponent is special
+        self.inf_bits = ((1 << exp_bits) - 1) << man_bits
+
+    def largest_finite(self):
+        return (1 << self.p) - 1, self.emax - self.man_bits
+
+
+F32 = Fmt("fp32", 8, 23, 127)
+BF16 = Fmt("bf16", 8, 7, 127)
+F16 = Fmt("fp16", 5, 10, 15)
+E4M3 = Fmt("e4m3", 4, 3, 7)
+E5M2 = Fmt("e5m2", 5, 2, 15)
+
+
+def largest_finite(fmt):
+    """(n, e) of the largest finite value. E4M3FN has no Inf: its largest is S.1111.110 = 448
+    (S.1111.111 is NaN)."""
+    if fmt is E4M3:
+        return 7, 6
+    return fmt.largest_finite()
+
+
+def encode_finite(fmt, sign, n, e):
+    """Bit pattern of sign * n * 2^e, which must be representable in fmt."""
+    s = sign << (fmt.width - 1)
+    if n == 0:
+        return s
+    lg = dy_log2(n, e)
+    if lg < fmt.emin:                          # subnormal: field = value / 2^(emin - man_bits)
+        shift = e - (fmt.emin - fmt.man_bits)
+        assert shift >= 0 or n % (1 << -shift) == 0
+        return s | (n << shift if shift >= 0 else n >> -shift)
+    shift = e - (lg - fmt.man_bits)            # significand with man_bits fraction bits
+    sig = n << shift if shift >= 0 else n >> -shift
+    assert shift >= 0 or n % (1 << -shift) == 0
+    assert lg + fmt.bias <= (1 << fmt.exp_bits) - 1
+    return s | ((lg + fmt.bias) << fmt.man_bits) | (sig - (1 << fmt.man_bits))
+
+
+# ---------------------------------------------------------------------------------------------
+# fp32: decode, round, and the IEEE operations of the schedule (RN-even add and multiply).
+
+F32_NAN = 0x7FFFFFFF          # canonical NaN of fp32 results
+F32_PINF, F32_NINF = 0x7F800000, 0xFF800000
+
+
+def f32_decode(u):
+    """('nan', 0, None) | ('inf', sign, None) | ('num', sign, (n, e)) with magnitude n * 2^e."""
+    sign = u >> 31
+    ex = (u >> 23) & 0xFF
+    man = u & 0x7FFFFF
+    if ex == 0xFF:
+        return ("nan", 0, None) if man else ("inf", sign, None)
+    if ex == 0:
+        return ("num", sign, (man, -149))
+    return ("num", sign, ((1 << 23) | man, ex - 150))
+
+
+def f32_round(sign, n, e, mode="rne"):
+    """fp32 bits of sign * n * 2^e rounded as IEEE 754 says: RN-even overflows to Inf, RZ to
+    the largest finite value."""
+    rn, re = round_dyadic(n, e, F32.p, F32.emin, mode)
+    if rn and dy_cmp(rn, re, *F32.largest_finite()) > 0:
+        return (sign << 31) | (0x7F800000 if mode == "rne" else 0x7F7FFFFF)
+    return encode_finite(F32, sign, rn, re)
+
+
+def f32_is_nan(u):
+    return (u & 0x7FFFFFFF) > 0x7F800000
+
+
+def f32_canonical(u):
+    return F32_NAN if f32_is_nan(u) else u
+
+
+def f32_add(x, y):
+    kx, sx, mx = f32_decode(x)
+    ky, sy, my = f32_decode(y)
+    if kx == "nan" or ky == "nan":
+        return F32_NAN
+    if kx == "inf" and ky == "inf":
+        return x if sx == sy else F32_NAN
+    if kx == "inf":
+        return x
+    if ky == "inf":
+        return y
+    n, e = dy_add(-mx[0] if sx else mx[0], mx[1], -my[0] if sy else my[0], my[1])
+    if n == 0:          # IEEE: an exact zero sum is +0 in round-to-nearest, unless both are -0
+        return 0x80000000 if (sx and sy) else 0
+    return f32_round(1 if n < 0 else 0, abs(n), e)
+
+
+def f32_mul(x, y):
+    kx, sx, mx = f32_decode(x)
+    ky, sy, my = f32_decode(y)
+    s = sx ^ sy
+    if kx == "nan" or ky == "nan":
+        return F32_NAN
+    if kx == "inf" or ky == "inf":
+        if (kx == "num" and mx[0] == 0) or (ky == "num" and my[0] == 0):
+            return F32_NAN
+        return (s << 31) | 0x7F800000
+    return f32_round(s, mx[0] * my[0], mx[1] + my[1])
+
+
+# ---------------------------------------------------------------------------------------------
+# FP8 inputs (OCP 8-bit formats). E4M3FN: bias 7, no Inf, NaN = S.1111.111. E5M2: bias 15,
+# Inf = S.11111.00, NaN = S.11111.{01,10,11}.
+
+
+@lru_cache(maxsize=None)
+def fp8_decode(code, fmt_name):
+    """(kind, sign, m, lsb, align): kind 'zero' | 'num' | 'inf' | 'nan'; the value is
+    m * 2^lsb; align = max(floor(log2|x|), emin), the exponent the tensor core aligns on."""
+    fmt = E4M3 if fmt_name == "e4m3" else E5M2
+    sign = code >> 7
+    ex = (code >> fmt.man_bits) & ((1 << fmt.exp_bits) - 1)
+    man = code & ((1 << fmt.man_bits) - 1)
+    all_ones = (1 << fmt.exp_bits) - 1
+    if fmt is E4M3 and ex == all_ones and man == (1 << fmt.man_bits) - 1:
+        return ("nan", sign, 0, 0, 0)
+    if fmt is E5M2 and ex == all_ones:
+        return ("nan", sign, 0, 0, 0) if man else ("inf", sign, 0, 0, 0)
+    if ex == 0:
+        if man == 0:
+            return ("zero", sign, 0, 0, 0)
+        return ("num", sign, man, fmt.emin - fmt.man_bits, fmt.emin)
+    e = ex - fmt.bias
+    return ("num", sign, (1 << fmt.man_bits) | man, e - fmt.man_bits, e)
+
+
+# ---------------------------------------------------------------------------------------------
+# The instruction model: one block FMA, D = (up to G products) + C.
+
+
+class Preset:
+    """block: products per block; frac: grid bits below the block exponent; keep: significant
+    bits of the block result (truncated toward zero); promote_blocks: blocks per promotion
+    interval (non-fast); c_late: False when C is aligned and added with the products (hopper,
+    ada), True when C is added to the block's truncated product sum by an fp32 RN-even add
+    (b200)."""
+
+    def __init__(self, name, block, frac, keep, promote_blocks, c_late=False):
+        self.name, self.block, self.frac, self.keep = name, block, frac, keep
+        self.promote_blocks, self.c_late = promote_blocks, c_late
+
+
+PRESETS = {
+    "hopper": Preset("hopper", 32, 13, 14, 4),
+    "ada": Preset("ada", 16, 13, 14, 8),
+    "b200": Preset("b200", 32, 25, 24, 4, c_late=True),
+}
+
+
+def _preset(p):
+    return PRESETS[p] if isinstance(p, str) else p
+
+
+@lru_cache(maxsize=1 << 17)
+def product_term(x, y):
+    """The block term of x * y (decoded FP8 values): None for a zero product, 'nan' or
+    ('inf', sign) for specials, else (sign, m, lsb, align): the exact product m * 2^lsb and its
+    alignment exponent align_x + align_y (the unnormalised product's exponent)."""
+    if x[0] == "nan" or y[0] == "nan":
+        return "nan"
+    if x[0] == "inf" or y[0] == "inf":
+        if x[0] == "zero" or y[0] == "zero":
+            return "nan"
+        return ("inf", x[1] ^ y[1])
+    if x[0] == "zero" or y[0] == "zero":
+        return None
+    return (x[1] ^ y[1], x[2] * y[2], x[3] + y[3], x[4] + y[4])
+
+
+@lru_cache(maxsize=1 << 16)
+def block_fma(terms, c, preset):
+    """One block: terms = tuple of product_term results (None for zero products), c = fp32 bits
+    of the incoming accumulator. Returns the fp32 bits of D. Steps (semantics.md):
+      specials: any NaN, Inf * 0, or +Inf with -Inf -> NaN; otherwise an Inf wins;
+      every non-zero product joins, and C too (if not +-0, with exponent floor(log2|C|) clamped
+      at -126) unless the preset adds C late;
+      E = the largest alignment exponent; each term's magnitude is cut toward zero to a
+      multiple of 2^(E - frac); the signed cut terms are added exactly; an exact zero gives +0;
+      the sum keeps its `keep` most significant bits (truncated) and becomes an fp32 value
+      (toward zero below fp32 precision; from 2^128 up it is Inf);
+      a late C is then added to that value with an fp32 RN-even add."""
+    p = _preset(preset)
+    ck, cs, cm = f32_decode(c)
+    nan = ck == "nan"
+    infs = {cs} if ck == "inf" else set()
+    finite = []
+    for t in terms:
+        if t is None:
+            continue
+        if t == "nan":
+            nan = True
+        elif t[0] == "inf":
+            infs.add(t[1])
+        else:
+            finite.append(t)
+    if nan or len(infs) == 2:
+        return F32_NAN
+    if infs:
+        return F32_NINF if 1 in infs else F32_PINF
+    if cm[0] != 0 and not p.c_late:
+        finite.append((cs, cm[0], cm[1], max(dy_log2(*cm), F32.emin)))
+    d = 0
+    if finite:
+        E = max(t[3] for t in finite)
+        grid = E - p.frac                       # exponent of the grid's unit
+        S = 0
+        for sign, m, lsb, _ in finite:
+            cut = m << (lsb - grid) if lsb >= grid else m >> (grid - lsb)
+            S += -cut if sign else cut
+        if S != 0:
+            sign = 1 if S < 0 else 0
+            n, e = round_dyadic(abs(S), grid, p.keep, -(1 << 30), "rz")
+            d = (sign << 31) | 0x7F800000 if dy_log2(n, e) >= 128 else f32_round(sign, n, e, "rz")
+    return f32_add(d, c) if p.c_late else d
+
+
+def block_terms(a_row, b_row, fa, fb, k0, k1):
+    return tuple(product_term(fp8_decode(a_row[i], fa), fp8_decode(b_row[i], fb)) for i in range(k0, k1))
+
+
+def chain(a_row, b_row, fa, fb, k0, k1, c, preset):
+    """Blocks over k in [k0, k1), `block` consecutive k each in ascending order, chained from
+    the fp32 accumulator c (a short last block has fewer products)."""
+    p = _preset(preset)
+    for k in range(k0, k1, p.block):
+        c = block_fma(block_terms(a_row, b_row, fa, fb, k, min(k + p.block, k1)), c, preset)
+    return c
+
+
+def mma(a_row, b_row, c, fa="e4m3", fb="e4m3", preset="hopper"):
+    """mmaemu.mma for one row: the chain of blocks over all of K starting from C."""
+    return f32_canonical(chain(a_row, b_row, fa, fb, 0, len(a_row), c, preset))
+
+
+# ---------------------------------------------------------------------------------------------
+# The GEMM schedule: promotion, split-K, reduction.
+
+SPLIT_GRAIN = 128
+
+
+def split_accumulator(a_row, b_row, fa, fb, k0, k1, fast, preset):
+    """The raw accumulator of k in [k0, k1): fast accumulation chains all blocks from +0;
+    otherwise each interval of promote_blocks blocks chains from +0 and is added into an fp32
+    register (RN-even) that starts at +0."""
+    if fast:
+        return chain(a_row, b_row, fa, fb, k0, k1, 0, preset)
+    p = _preset(preset)
+    step = p.block * p.promote_blocks
+    main = 0
+    for k in range(k0, k1, step):
+        main = f32_add(main, chain(a_row, b_row, fa, fb, k, min(k + step, k1), 0, preset))
+    return main
+
+
+def split_ranges(K, splits):
+    """K cut on a grain of 128 into `splits` ranges of ceil(ceil(K/128)/S) grains each; the last
+    non-empty range takes the rest; trailing ranges may be empty."""
+    grains = -(-K // SPLIT_GRAIN)
+    per = -(-grains // splits) * SPLIT_GRAIN
+    return [(min(s * per, K), min((s + 1) * per, K)) for s in range(splits)]
+
+
+def reduce_partials(parts, scheme):
+    """fp32 (RN-even) reduction of the split partials. serial/contiguous: ((p0 + p1) + p2) ...;
+    pairwise: adjacent items added level by level, an odd last item carried up unchanged."""
+    if scheme in ("serial", "contiguous"):
+        r = parts[0]
+        for x in parts[1:]:
+            r = f32_add(r, x)
+        return r
+    if scheme == "pairwise":
+        level = list(parts)
+        while len(level) > 1:
+            nxt = [f32_add(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
+            if len(level) % 2:
+                nxt.append(level[-1])
+            level = nxt
+        return level[0]
+    raise ValueError(f"unknown scheme {scheme!r}")
+
+
+def accumulator(a_row, b_row, fa, fb, fast, preset="hopper", splits=1, scheme="none"):
+    """The fp32 accumulator (bits) of one output element, before the epilogue."""
+    K = len(a_row)
+    if splits <= 1:
+        return split_accumulator(a_row, b_row, fa, fb, 0, K, fast, preset)
+    parts = [split_accumulator(a_row, b_row, fa, fb, k0, k1, fast, preset) if k1 > k0 else 0
+             for k0, k1 in split_ranges(K, splits)]
+    return reduce_partials(parts, scheme)
+
+
+# ---------------------------------------------------------------------------------------------
+# Epilogue and output conversions.
+
+
+def to_small_format(u, fmt, saturate, nan_bits):
+    """fp32 bits -> fmt (bf16, fp16, E4M3, E5M2): round to nearest even with gradual underflow.
+    A rounded magnitude above the largest finite value, and Inf, give the largest finite value
+    when saturating (satfinite) and Inf otherwise; every NaN gives nan_bits."""
+    kind, sign, mag = f32_decode(u)
+    if kind == "nan":
+        return nan_bits
+    top = sign << (fmt.width - 1)
+    big = largest_finite(fmt)
+    overflow = top | (encode_finite(fmt, 0, *big) if saturate else fmt.inf_bits)
+    if kind == "inf":
+        return overflow
+    n, e = round_dyadic(mag[0], mag[1], fmt.p, fmt.emin, "rne")
+    if n and dy_cmp(n, e, *big) > 0:
+        return overflow
+    return encode_finite(fmt, sign, n, e)
+
+
+def convert_output(v, out):
+    """fp32 bits -> the output's bits. bf16/fp16: RN-even, overflow to Inf, NaN -> 0x7FFF.
+    E4M3/E5M2: RN-even, saturating (satfinite), NaN -> 0x7F. fp32: NaN -> 0x7FFFFFFF."""
+    if out == "f32":
+        return f32_canonical(v)
+    if out == "bf16":
+        return to_small_format(v, BF16, False, 0x7FFF)
+    if out == "f16":
+        return to_small_format(v, F16, False, 0x7FFF)
+    if out == "e4m3":
+        return to_small_format(v, E4M3, True, 0x7F)
+    if out == "e5m2":
+        return to_small_format(v, E5M2, True, 0x7F)
+    raise ValueError(out)
+
+
+def epilogue(acc, out, scale_a, scale_b, scale_result=None, order="H1"):
+    """acc, scales: fp32 bits. order H1: fp32(fp32(sa*sb)*acc); H2: fp32(fp32(acc*sa)*sb);
+    H3: fp32(fp32(acc*sb)*sa). FP8 outputs then multiply by scale_result (when given)."""
+    if order == "H1":
+        v = f32_mul(f32_mul(scale_a, scale_b), acc)
+    elif order == "H2":
+        v = f32_mul(f32_mul(acc, scale_a), scale_b)
+    elif order == "H3":
+        v = f32_mul(f32_mul(acc, scale_b), scale_a)
+    else:
+        raise ValueError(order)
+    if out in ("e4m3", "e5m2") and scale_result is not None:
+        v = f32_mul(v, scale_result)
+    return convert_output(v, out)
+
+
+def accumulate(A, B, fa, fb, fast, preset="hopper", splits=1, scheme="none"):
+    """A: M rows of K codes, B: N rows of K codes. M lists of N fp32 accumulator bit patterns."""
+    return [[f32_canonical(accumulator(a, b, fa, fb, fast, preset, splits, scheme)) for b in B] for a in A]
+
+
+def scaled_mm(A, B, fa, fb, scale_a, scale_b, out, fast, preset="hopper", splits=1,
+              scheme="none", scale_result=None, order="H1"):
+    """A: M rows of K codes, B: N rows of K codes (B[j] is column j of torch's mat2); scales
+    as fp32 bits. Returns M lists of N output bit patterns."""
+    return [[epilogue(acc, out, scale_a, scale_b, scale_result, order) for acc in row]
+            for row in accumulate(A, B, fa, fb, fast, preset, splits, scheme)]
