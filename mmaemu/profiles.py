@@ -32,6 +32,7 @@ class Preset:
     frac: int
     keep: int
     promote_k: int
+    c_late: int
     evidence: str
 
 
