@@ -16,7 +16,9 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .api import scaled_mm as _public_scaled_mm
-from .errors import MmaemuError, ReferenceRejectsError, UnsupportedFeatureError
+from .errors import MmaemuError, ReferenceRejectsError
+from .profiles import get_profile
+from .splitk import parse_splitk
 
 __all__ = ["emulate"]
 
@@ -24,26 +26,15 @@ __all__ = ["emulate"]
 # ---------------------------------------------------------------------------------------------
 # splitk travels through op schemas as a string: "auto", "1", "4:contiguous".
 
-def encode_splitk(splitk):
-    """The op-schema string of a `splitk` argument ("auto", an int S, or (S, scheme))."""
+def encode_splitk(splitk, profile=None):
+    """The op-schema string of a `splitk` argument, checked against the profile as
+    mmaemu.scaled_mm checks it ("auto", 1 or (S, scheme) with a scheme of the profile)."""
+    parse_splitk(splitk, get_profile(profile))
     if isinstance(splitk, str):
-        if splitk != "auto":
-            raise ValueError(f"splitk must be 'auto', an int or (S, scheme), got {splitk!r}")
-        return "auto"
-    if isinstance(splitk, bool):
-        raise TypeError("splitk must be 'auto', an int or (S, scheme), got a bool")
+        return splitk
     if isinstance(splitk, int):
-        if splitk < 1:
-            raise ValueError(f"splitk must be >= 1, got {splitk}")
         return str(splitk)
-    if isinstance(splitk, tuple) and len(splitk) == 2 and isinstance(splitk[0], int) \
-            and not isinstance(splitk[0], bool) and isinstance(splitk[1], str):
-        if splitk[0] < 1:
-            raise ValueError(f"splitk must have S >= 1, got {splitk[0]}")
-        if ":" in splitk[1]:
-            raise ValueError(f"unknown split scheme {splitk[1]!r}")
-        return f"{splitk[0]}:{splitk[1]}"
-    raise TypeError(f"splitk must be 'auto', an int or (S, scheme), got {splitk!r}")
+    return f"{int(splitk[0])}:{splitk[1]}"
 
 
 def decode_splitk(text):
@@ -53,19 +44,11 @@ def decode_splitk(text):
     if ":" in text:
         s, scheme = text.split(":", 1)
         return int(s), scheme
-    return int(text)
+    return int(text)   # "1"
 
 
 # ---------------------------------------------------------------------------------------------
 # The op.
-
-def _is_rowwise(mat1, mat2, scale_a, scale_b):
-    """torch 2.7.1's row-wise scaling: fp32 scale_a [M, 1] and scale_b [1, N]."""
-    return (scale_a.dim() == 2 and scale_b.dim() == 2 and mat1.dim() == 2 and mat2.dim() == 2
-            and tuple(scale_a.shape) == (mat1.shape[0], 1)
-            and tuple(scale_b.shape) == (1, mat2.shape[1])
-            and scale_a.numel() * scale_b.numel() != 1)
-
 
 # Defined with torch.library.Library rather than torch.library.custom_op: the latter imports
 # torch._dynamo on its first call, seconds that an eager user should not pay.
@@ -80,16 +63,11 @@ _lib.define(
 def profile_scaled_mm(mat1, mat2, scale_a, scale_b, bias=None, scale_result=None,
                       out_dtype=None, use_fast_accum=False, profile=None, backend=None,
                       splitk="auto"):
-    """mmaemu.scaled_mm as one op (torch 2.7.1 _scaled_mm arguments plus the profile's)."""
-    # Stated here as well as in mmaemu.scaled_mm, so that emulate() can never let either pass.
-    if bias is not None:
-        raise UnsupportedFeatureError("mmaemu: bias is not supported in v0.1; add it after the "
-                                      "GEMM only if the reference did the same (limitations.md)")
-    if _is_rowwise(mat1, mat2, scale_a, scale_b):
-        raise UnsupportedFeatureError("mmaemu: row-wise scales (scale_a [M, 1], scale_b [1, N]) "
-                                      "are not supported in v0.1 (limitations.md)")
-    # The public call always returns a new tensor (an op may not return an alias of an input).
-    return _public_scaled_mm(mat1, mat2, scale_a, scale_b, None, scale_result, out_dtype,
+    """mmaemu.scaled_mm as one op (torch 2.7.1 _scaled_mm arguments plus the profile's).
+
+    Everything mmaemu.scaled_mm checks and raises (bias and row-wise scales included) happens
+    here, when the op runs; its result is always a new tensor, as an op's must be."""
+    return _public_scaled_mm(mat1, mat2, scale_a, scale_b, bias, scale_result, out_dtype,
                              use_fast_accum, profile=profile, backend=backend,
                              splitk=decode_splitk(splitk))
 
@@ -188,7 +166,7 @@ class emulate(TorchFunctionMode):
             raise TypeError(f"backend must be a str or None, got {type(backend).__name__}")
         self.profile, self.backend = profile, backend
         self.splitk = splitk
-        self._splitk_text = encode_splitk(splitk)
+        self._splitk_text = encode_splitk(splitk, profile)
         self._targets = _scaled_mm_functions()
 
     def __enter__(self):

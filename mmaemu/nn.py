@@ -85,7 +85,7 @@ class EmulatedFP8Linear(torch.nn.Module):
         self.profile = profile
         self.backend = backend
         self.splitk = splitk
-        self.splitk_text = encode_splitk(splitk)
+        self.splitk_text = encode_splitk(splitk, profile)
         self.out_dtype = out_dtype
         self.use_fast_accum = bool(use_fast_accum)
         self.register_buffer("scale_x", _as_scale(scale_x, "scale_x", device))
@@ -126,6 +126,17 @@ class EmulatedFP8Linear(torch.nn.Module):
                 "reference added it after the GEMM (limitations.md).")
         return cls(weight, scale_x, scale_w, profile, bias=b, out_dtype=out_dtype,
                    use_fast_accum=use_fast_accum, backend=backend, splitk=splitk)
+
+    @torch.jit.unused
+    def explain(self, x):
+        """mmaemu.explain for the GEMM that forward(x) runs: a CallPlan with the profile's
+        split-K decision for this input's row count (nothing is computed)."""
+        from . import explain   # the package-level mmaemu.explain
+        rows = x.numel() // self.in_features if x.dim() > 0 else 0
+        xq = torch.zeros(rows, self.in_features, dtype=torch.float8_e4m3fn, device=self.wq.device)
+        return explain(xq, self.wq.t(), self.scale_x_inv, self.scale_w_inv, None, None,
+                       self.out_dtype, self.use_fast_accum, profile=self.profile,
+                       backend=self.backend, splitk=self.splitk)
 
     def extra_repr(self):
         return (f"in_features={self.in_features}, out_features={self.out_features}, "

@@ -11,6 +11,9 @@ from mmaemu.testing import assert_bitwise_equal
 
 emulate_module = sys.modules["mmaemu.emulate"]
 ONE = torch.tensor(1.0)
+# The split-K tables hold few rows so far, so these small shapes have no recorded decision:
+# the tests pass splitk=1 (no split), to emulate() and to the direct calls alike.
+S1 = {"splitk": 1}
 
 
 def fp8(t):
@@ -42,8 +45,8 @@ def test_model_under_emulate_matches_direct_call():
     sx, sw = torch.tensor(0.0625), torch.tensor(0.375)
     model = HandWrittenFP8(w, sw)
     expected = torch.relu(mmaemu.scaled_mm(x, w.t(), sx, sw, out_dtype=torch.bfloat16,
-                                           use_fast_accum=True, profile="hopper-te"))
-    with torch.inference_mode(), mmaemu.emulate(profile="hopper-te"):
+                                           use_fast_accum=True, profile="hopper-te", **S1))
+    with torch.inference_mode(), mmaemu.emulate(profile="hopper-te", **S1):
         got = model(x, sx)
     assert_bitwise_equal(got, expected)
 
@@ -59,9 +62,10 @@ def test_intercepts_before_torch_cpu_kernel():
     x[0, 2:5], w[0, 2:5] = 0.125, 1
     x, w = fp8(x), fp8(w)
     native = torch._scaled_mm(x, w.t(), ONE, ONE, out_dtype=torch.float32, use_fast_accum=True)
-    with mmaemu.emulate():
+    with mmaemu.emulate(**S1):
         got = torch._scaled_mm(x, w.t(), ONE, ONE, out_dtype=torch.float32, use_fast_accum=True)
-    direct = mmaemu.scaled_mm(x, w.t(), ONE, ONE, out_dtype=torch.float32, use_fast_accum=True)
+    direct = mmaemu.scaled_mm(x, w.t(), ONE, ONE, out_dtype=torch.float32, use_fast_accum=True,
+                              **S1)
     assert_bitwise_equal(got, direct)
     assert native[0, 0].item() == 2048.375
     assert got[0, 0].item() == 2048.25
@@ -72,11 +76,11 @@ def test_intercepts_before_torch_cpu_kernel():
 
 def test_random_operands_differ_from_torch_cpu_and_match_mmaemu():
     x, w = operands(m=16, n=32, k=256, spread=16.0)
-    with mmaemu.emulate():
+    with mmaemu.emulate(**S1):
         got = torch._scaled_mm(x, w.t(), ONE, ONE, out_dtype=torch.float32, use_fast_accum=True)
     native = torch._scaled_mm(x, w.t(), ONE, ONE, out_dtype=torch.float32, use_fast_accum=True)
     assert_bitwise_equal(got, mmaemu.scaled_mm(x, w.t(), ONE, ONE, out_dtype=torch.float32,
-                                               use_fast_accum=True))
+                                               use_fast_accum=True, **S1))
     assert (mmaemu.testing.bits(got) != mmaemu.testing.bits(native)).any()
 
 
@@ -109,10 +113,11 @@ def _call_forms(x, w, sa, sb):
 def test_every_spelling_is_intercepted():
     x, w = operands(m=16, n=32, k=64)
     sa, sb = torch.tensor(0.5), torch.tensor(3.0)
-    expected = mmaemu.scaled_mm(x, w.t(), sa, sb, out_dtype=torch.bfloat16, use_fast_accum=True)
+    expected = mmaemu.scaled_mm(x, w.t(), sa, sb, out_dtype=torch.bfloat16, use_fast_accum=True,
+                                **S1)
     native = torch._scaled_mm(x, w.t(), sa, sb, out_dtype=torch.bfloat16, use_fast_accum=True)
     assert (mmaemu.testing.bits(native) != mmaemu.testing.bits(expected)).any()
-    with mmaemu.emulate():
+    with mmaemu.emulate(**S1):
         for name, call in _call_forms(x, w, sa, sb):
             assert_bitwise_equal(call(), expected, msg=name)
 
@@ -128,7 +133,7 @@ def test_profile_backend_splitk_reach_mmaemu(monkeypatch):
     x, w = operands()
     with mmaemu.emulate(profile="hopper-ws0", backend="reference", splitk=1):
         torch._scaled_mm(x, w.t(), ONE, ONE, out_dtype=torch.float32)
-    with mmaemu.emulate(splitk=(2, "contiguous")):
+    with mmaemu.emulate(splitk=(2, "contiguous")), pytest.warns(mmaemu.UnverifiedSplitWarning):
         torch._scaled_mm(x, w.t(), ONE, ONE, out_dtype=torch.float32)
     assert seen == [{"profile": "hopper-ws0", "backend": "reference", "splitk": 1},
                     {"profile": None, "backend": None, "splitk": (2, "contiguous")}]
@@ -137,7 +142,7 @@ def test_profile_backend_splitk_reach_mmaemu(monkeypatch):
 def test_bias_and_rowwise_raise_unsupported():
     x, w = operands(m=16, n=32, k=64)
     bias = torch.zeros(32, dtype=torch.bfloat16)
-    with mmaemu.emulate():
+    with mmaemu.emulate(**S1):
         with pytest.raises(mmaemu.UnsupportedFeatureError, match="bias"):
             torch._scaled_mm(x, w.t(), ONE, ONE, bias=bias, out_dtype=torch.bfloat16)
         with pytest.raises(mmaemu.UnsupportedFeatureError, match="row-wise"):
@@ -147,7 +152,7 @@ def test_bias_and_rowwise_raise_unsupported():
 
 def test_bad_arguments_raise_type_error():
     x, w = operands()
-    with mmaemu.emulate():
+    with mmaemu.emulate(**S1):
         with pytest.raises(TypeError, match="unexpected keyword"):
             torch._scaled_mm(x, w.t(), ONE, ONE, out_dtyp=torch.float32)
         with pytest.raises(TypeError, match="multiple values"):
@@ -158,13 +163,25 @@ def test_bad_arguments_raise_type_error():
         mmaemu.emulate(profile=3)
     with pytest.raises(ValueError):
         mmaemu.emulate(splitk=0)
+    with pytest.raises(ValueError):
+        mmaemu.emulate(splitk=(2, "serial"))      # an Ada scheme, not one of hopper's
     with pytest.raises(TypeError):
-        mmaemu.emulate(splitk=[2, "serial"])
+        mmaemu.emulate(splitk=2.0)
+    with pytest.raises(KeyError):
+        mmaemu.emulate(profile="h100")
+
+
+def test_unknown_split_raises_instead_of_running_native(monkeypatch):
+    monkeypatch.setenv("MMAEMU_SPLITK_STRICT", "1")
+    x, w = operands(m=17, n=48, k=80)
+    with mmaemu.emulate(profile="hopper"), pytest.raises(mmaemu.SplitKUnknownError):
+        torch._scaled_mm(x, w.t(), ONE, ONE, out_dtype=torch.bfloat16, use_fast_accum=True)
 
 
 def test_splitk_encoding_round_trips():
-    for s in ("auto", 1, 7, (4, "contiguous"), (3, "pairwise")):
-        assert emulate_module.decode_splitk(emulate_module.encode_splitk(s)) == s
+    for s, profile in (("auto", None), (1, None), ((4, "contiguous"), "hopper"),
+                       ((3, "pairwise"), "ada")):
+        assert emulate_module.decode_splitk(emulate_module.encode_splitk(s, profile)) == s
 
 
 def test_compile_fullgraph_through_emulate():
@@ -172,13 +189,13 @@ def test_compile_fullgraph_through_emulate():
     sx, sw = torch.tensor(0.25), torch.tensor(2.0)
     model = HandWrittenFP8(w, sw)
     with torch.inference_mode():
-        with mmaemu.emulate(profile="hopper"):
+        with mmaemu.emulate(profile="hopper", **S1):
             eager = model(x, sx)
             compiled = torch.compile(model, fullgraph=True, backend="aot_eager")
             got = compiled(x, sx)
         assert_bitwise_equal(got, eager)
         assert_bitwise_equal(eager, torch.relu(mmaemu.scaled_mm(
-            x, w.t(), sx, sw, out_dtype=torch.bfloat16, use_fast_accum=True)))
+            x, w.t(), sx, sw, out_dtype=torch.bfloat16, use_fast_accum=True, **S1)))
 
 
 
@@ -189,10 +206,10 @@ def test_emulate_entered_inside_compiled_code_never_runs_native():
     sx, sw = torch.tensor(0.25), torch.tensor(2.0)
     model = HandWrittenFP8(w, sw)
     expected = torch.relu(mmaemu.scaled_mm(x, w.t(), sx, sw, out_dtype=torch.bfloat16,
-                                           use_fast_accum=True))
+                                           use_fast_accum=True, **S1))
 
     def inner(x):
-        with mmaemu.emulate():
+        with mmaemu.emulate(**S1):
             return model(x, sx)
     with torch.inference_mode():
         with pytest.raises(Exception, match="outside torch.compile"):
@@ -207,7 +224,7 @@ def test_compile_keeps_the_error_class():
 
     def f(x):
         return torch._scaled_mm(x, w.t(), ONE, ONE, bias=bias, out_dtype=torch.bfloat16)
-    with mmaemu.emulate(), pytest.raises(mmaemu.UnsupportedFeatureError):
+    with mmaemu.emulate(**S1), pytest.raises(mmaemu.UnsupportedFeatureError):
         torch.compile(f, fullgraph=True, backend="aot_eager")(x)
 
 
@@ -256,10 +273,11 @@ class DispatchSubclass(torch.Tensor):
 def test_scaled_mm_inside_tensor_subclasses_is_intercepted():
     x, w = operands(m=16, n=32, k=128, spread=16.0)
     xf = x.float()
-    expected = mmaemu.scaled_mm(x, w.t(), ONE, ONE, out_dtype=torch.float32, use_fast_accum=True)
+    expected = mmaemu.scaled_mm(x, w.t(), ONE, ONE, out_dtype=torch.float32, use_fast_accum=True,
+                                **S1)
     native = F.linear(xf, FunctionSubclass(w))
     assert (mmaemu.testing.bits(native) != mmaemu.testing.bits(expected)).any()
-    with mmaemu.emulate():
+    with mmaemu.emulate(**S1):
         assert_bitwise_equal(F.linear(xf, FunctionSubclass(w)).as_subclass(torch.Tensor),
                              expected)
         assert_bitwise_equal(torch.mm(xf, DispatchSubclass(w).t()), expected)
@@ -274,8 +292,8 @@ def test_scaled_mm_inside_tensor_subclasses_is_intercepted():
 def test_emulate_equals_direct_call(m, n16, k16, fast, out, seed, keyword):
     x, w = operands(m=m, n=16 * n16, k=16 * k16, seed=seed)
     sa, sb = torch.tensor(0.75), torch.tensor(1.5)
-    expected = mmaemu.scaled_mm(x, w.t(), sa, sb, out_dtype=out, use_fast_accum=fast)
-    with mmaemu.emulate():
+    expected = mmaemu.scaled_mm(x, w.t(), sa, sb, out_dtype=out, use_fast_accum=fast, **S1)
+    with mmaemu.emulate(**S1):
         if keyword:
             got = torch._scaled_mm(x, w.t(), scale_a=sa, scale_b=sb, out_dtype=out,
                                    use_fast_accum=fast)
