@@ -12,7 +12,7 @@ import torch
 from .emulate import encode_splitk  # (importing emulate defines torch.ops.mmaemu.profile_scaled_mm)
 from .errors import UnsupportedFeatureError
 
-__all__ = ["EmulatedFP8Linear", "swap_fp8_linears", "quantize_e4m3"]
+__all__ = ["EmulatedFP8Linear", "swap_fp8_linears", "quantize_e4m3", "is_te_linear", "te_scales"]
 
 E4M3_MAX = 448.0
 

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from hypothesis import given, strategies as st
 
 import mmaemu
-from mmaemu.testing import assert_bitwise_equal
+from mmaemu.testing import assert_bitwise_equal, bits
 
 emulate_module = sys.modules["mmaemu.emulate"]
 ONE = torch.tensor(1.0)
@@ -310,3 +310,15 @@ def test_op_passes_opcheck():
                            "profile": "hopper", "splitk": "1"},
                           test_utils=("test_autograd_registration", "test_faketensor",
                                       "test_aot_dispatch_dynamic"))
+
+
+def test_function_compiled_outside_is_recompiled_inside():
+    x, w = operands(m=16, n=32, k=256, spread=16.0)
+    f = torch.compile(lambda x: torch._scaled_mm(x, w.t(), ONE, ONE, out_dtype=torch.float32,
+                                                 use_fast_accum=True), backend="aot_eager")
+    native = f(x)
+    with mmaemu.emulate(**S1):
+        got = f(x)
+    assert_bitwise_equal(got, mmaemu.scaled_mm(x, w.t(), ONE, ONE, out_dtype=torch.float32,
+                                               use_fast_accum=True, **S1))
+    assert (bits(got) != bits(native)).any()
