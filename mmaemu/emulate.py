@@ -50,8 +50,7 @@ def decode_splitk(text):
 # ---------------------------------------------------------------------------------------------
 # The op.
 
-# Defined with torch.library.Library rather than torch.library.custom_op: the latter imports
-# torch._dynamo on its first call, seconds that an eager user should not pay.
+# Defined like the C++ ops: a schema plus CPU and CUDA kernels (here Python), and a fake kernel.
 _lib = torch.library.Library("mmaemu", "FRAGMENT")
 _lib.define(
     "profile_scaled_mm(Tensor mat1, Tensor mat2, Tensor scale_a, Tensor scale_b, "
@@ -156,9 +155,13 @@ class emulate(TorchFunctionMode):
     Nothing falls back: a call mmaemu cannot compute raises the error mmaemu.scaled_mm raises
     (UnsupportedFeatureError for bias and row-wise scales, ReferenceRejectsError for calls torch
     2.7.1 would reject, SplitKUnknownError, ...). See docs/api.md for what it cannot see.
+
+    dispatcher=True also catches aten::_scaled_mm at the dispatcher for the whole context, so
+    calls that never pass through Python (TorchScript code) are emulated too. torch.compile does
+    not trace under a dispatch mode: compiled code then runs eagerly, and fullgraph=True fails.
     """
 
-    def __init__(self, profile=None, *, backend=None, splitk="auto"):
+    def __init__(self, profile=None, *, backend=None, splitk="auto", dispatcher=False):
         super().__init__()
         if profile is not None and not isinstance(profile, str):
             raise TypeError(f"profile must be a str or None, got {type(profile).__name__}")
@@ -168,6 +171,10 @@ class emulate(TorchFunctionMode):
         self.splitk = splitk
         self._splitk_text = encode_splitk(splitk, profile)
         self._targets = _scaled_mm_functions()
+        if not isinstance(dispatcher, bool):
+            raise TypeError(f"dispatcher must be a bool, got {type(dispatcher).__name__}")
+        self.dispatcher = dispatcher
+        self._catchers = []
 
     def __enter__(self):
         # torch.compile does not route calls through a torch function mode entered inside the
@@ -175,11 +182,21 @@ class emulate(TorchFunctionMode):
         if torch.compiler.is_compiling():
             raise MmaemuError("mmaemu.emulate() must be entered outside torch.compile'd code: "
                               "enter it around the call of the compiled function")
-        return super().__enter__()
+        out = super().__enter__()
+        if self.dispatcher:
+            catcher = _DispatchCatcher(self)
+            catcher.__enter__()
+            self._catchers.append(catcher)
+        return out
+
+    def __exit__(self, exc_type, exc_value, traceback):
+        if self.dispatcher:
+            self._catchers.pop().__exit__(exc_type, exc_value, traceback)
+        return super().__exit__(exc_type, exc_value, traceback)
 
     def __repr__(self):
         return (f"mmaemu.emulate(profile={self.profile!r}, backend={self.backend!r}, "
-                f"splitk={self.splitk!r})")
+                f"splitk={self.splitk!r}, dispatcher={self.dispatcher!r})")
 
     def scaled_mm(self, args, kwargs):
         """One intercepted call, bound to torch 2.7.1's arguments and computed by mmaemu."""

@@ -322,3 +322,27 @@ def test_function_compiled_outside_is_recompiled_inside():
     assert_bitwise_equal(got, mmaemu.scaled_mm(x, w.t(), ONE, ONE, out_dtype=torch.float32,
                                                use_fast_accum=True, **S1))
     assert (bits(got) != bits(native)).any()
+
+
+@torch.jit.script
+def scripted_fp8(x: torch.Tensor, w: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+    return torch._scaled_mm(x, w.t(), s, s, out_dtype=torch.float32, use_fast_accum=True)
+
+
+def test_torchscript_code_needs_the_dispatcher_option():
+    x, w = operands(m=16, n=32, k=256, spread=16.0)
+    expected = mmaemu.scaled_mm(x, w.t(), ONE, ONE, out_dtype=torch.float32, use_fast_accum=True,
+                                **S1)
+    native = scripted_fp8(x, w, ONE)
+    assert (bits(native) != bits(expected)).any()
+    # TorchScript runs its ops without Python: a torch function mode cannot see them ...
+    with mmaemu.emulate(**S1):
+        assert_bitwise_equal(scripted_fp8(x, w, ONE), native)
+    # ... the dispatcher can.
+    with mmaemu.emulate(dispatcher=True, **S1):
+        assert_bitwise_equal(scripted_fp8(x, w, ONE), expected)
+        assert_bitwise_equal(torch._scaled_mm(x, w.t(), ONE, ONE, out_dtype=torch.float32,
+                                              use_fast_accum=True), expected)
+    assert_bitwise_equal(scripted_fp8(x, w, ONE), native)      # the dispatcher is left clean
+    with pytest.raises(TypeError):
+        mmaemu.emulate(dispatcher="yes")
