@@ -14,14 +14,13 @@ from .errors import UnsupportedFeatureError
 
 __all__ = ["EmulatedFP8Linear", "swap_fp8_linears", "quantize_e4m3", "is_te_linear", "te_scales"]
 
-E4M3_MAX = 448.0
 
 
 def quantize_e4m3(x, scale):
     """E4M3 codes of x * scale: an fp32 multiply, saturation to +-448, then the round-to-nearest
     cast (NaN stays NaN). The E4M3 cast of Transformer Engine's delayed scaling saturates the same
     way (inferred from its source, not checked on a GPU)."""
-    return torch.clamp(x.float() * scale, -448.0, 448.0).to(torch.float8_e4m3fn)  # E4M3_MAX
+    return torch.clamp(x.float() * scale, -448.0, 448.0).to(torch.float8_e4m3fn)  # 448: E4M3 max
 
 
 def _as_scale(value, name, device):
