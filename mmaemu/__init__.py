@@ -12,11 +12,14 @@ from . import backends
 from .profiles import Preset, Profile, get_preset, get_profile, presets, profiles
 from .splitk import SplitDecision
 from . import testing
+from .emulate import emulate
+from . import nn
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "scaled_mm", "accumulate", "mma", "explain", "testing", "CallPlan", "SplitDecision",
+    "scaled_mm", "accumulate", "mma", "explain", "testing", "emulate", "nn", "CallPlan",
+    "SplitDecision",
     "Profile", "Preset", "get_profile", "get_preset", "profiles", "presets",
     "MmaemuError", "ReferenceRejectsError", "UnsupportedFeatureError", "SplitKUnknownError",
     "BackendUnavailableError", "ExperimentalPresetWarning", "UnverifiedSplitWarning",

@@ -1,0 +1,247 @@
+"""FP8 linear layers computed by mmaemu (user guide section 7).
+
+EmulatedFP8Linear quantises its input and weight to E4M3 with the given quantisation scales,
+exactly as Transformer Engine's forward pass does for a tensor-wise (delayed-scaling) recipe,
+and runs the GEMM through mmaemu with the profile's split-K decision for each input's row count.
+swap_fp8_linears puts it in place of a model's FP8 linear layers.
+"""
+from typing import List, Optional
+
+import torch
+
+from .emulate import encode_splitk  # (importing emulate defines torch.ops.mmaemu.profile_scaled_mm)
+from .errors import UnsupportedFeatureError
+
+__all__ = ["EmulatedFP8Linear", "swap_fp8_linears", "quantize_e4m3", "is_te_linear", "te_scales"]
+
+
+
+def quantize_e4m3(x, scale):
+    """E4M3 codes of x * scale: an fp32 multiply, saturation to +-448, then the round-to-nearest
+    cast (NaN stays NaN). The E4M3 cast of Transformer Engine's delayed scaling saturates the same
+    way (inferred from its source, not checked on a GPU)."""
+    return torch.clamp(x.float() * scale, -448.0, 448.0).to(torch.float8_e4m3fn)  # 448: E4M3 max
+
+
+def _as_scale(value, name, device):
+    """A quantisation scale as a 0-dim fp32 tensor: finite and > 0."""
+    if isinstance(value, torch.Tensor):
+        if value.dtype != torch.float32 or value.numel() != 1:
+            raise TypeError(f"{name} must be a float32 tensor with one element (or a Python "
+                            f"number), got {value.dtype} with {value.numel()} elements")
+        t = value.detach().reshape(()).to(device)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        t = torch.tensor(float(value), dtype=torch.float32, device=device)
+    else:
+        raise TypeError(f"{name} must be a float32 tensor or a Python number, "
+                        f"got {type(value).__name__}")
+    v = float(t)
+    if not (v > 0.0 and v != float("inf")):
+        raise ValueError(f"{name} must be finite and > 0, got {v}")
+    return t.clone()
+
+
+class EmulatedFP8Linear(torch.nn.Module):
+    """y = x @ W.T with E4M3 operands, as the profile's reference platform computes it.
+
+    weight:   [out_features, in_features], any floating dtype; it is quantised here.
+    scale_x, scale_w: the quantisation scales (x_fp8 = x * scale_x), float32 tensors of one
+              element or Python numbers; the GEMM gets their reciprocals, as in TE.
+    profile:  default "hopper-te" (Transformer Engine 2.3 on an H100 PCIe).
+    bias:     None, or a [out_features] tensor added after the GEMM with one torch add in
+              out_dtype. This is not the epilogue-fused bias of TE or cuBLASLt.
+    out_dtype, use_fast_accum: those of the GEMM; TE's forward pass uses bf16 and True.
+    backend, splitk: as for mmaemu.scaled_mm.
+
+    Inference only: forward raises UnsupportedFeatureError for an input that requires grad
+    while grad mode is on. Works with torch.compile (fullgraph) and torch.jit.script.
+    """
+
+    in_features: int
+    out_features: int
+    profile: str
+    backend: Optional[str]
+    splitk_text: str
+    out_dtype: torch.dtype
+    use_fast_accum: bool
+
+    def __init__(self, weight, scale_x, scale_w, profile="hopper-te", *, bias=None,
+                 out_dtype=torch.bfloat16, use_fast_accum=True, backend=None, splitk="auto"):
+        super().__init__()
+        if not isinstance(weight, torch.Tensor) or weight.dim() != 2:
+            raise TypeError("weight must be a 2-D tensor [out_features, in_features]")
+        if not weight.is_floating_point() or weight.element_size() == 1:
+            raise TypeError(f"weight must be a high-precision floating tensor (it is quantised "
+                            f"here), got {weight.dtype}")
+        if not isinstance(profile, str):
+            raise TypeError(f"profile must be a str, got {type(profile).__name__}")
+        if backend is not None and not isinstance(backend, str):
+            raise TypeError(f"backend must be a str or None, got {type(backend).__name__}")
+        if not isinstance(out_dtype, torch.dtype):
+            raise TypeError(f"out_dtype must be a torch.dtype, got {type(out_dtype).__name__}")
+        device = weight.device
+        self.out_features, self.in_features = int(weight.shape[0]), int(weight.shape[1])
+        self.profile = profile
+        self.backend = backend
+        self.splitk = splitk
+        self.splitk_text = encode_splitk(splitk, profile)
+        self.out_dtype = out_dtype
+        self.use_fast_accum = bool(use_fast_accum)
+        self.register_buffer("scale_x", _as_scale(scale_x, "scale_x", device))
+        self.register_buffer("scale_w", _as_scale(scale_w, "scale_w", device))
+        # torch._scaled_mm takes dequantisation scales: the fp32 reciprocals, as TE's scale_inv.
+        self.register_buffer("scale_x_inv", torch.reciprocal(self.scale_x))
+        self.register_buffer("scale_w_inv", torch.reciprocal(self.scale_w))
+        with torch.no_grad():
+            self.register_buffer("wq", quantize_e4m3(weight.detach(), self.scale_w))
+        if bias is not None:
+            if not isinstance(bias, torch.Tensor) or tuple(bias.shape) != (self.out_features,):
+                raise ValueError(f"bias must be a tensor of shape ({self.out_features},)")
+            self.register_buffer("bias", bias.detach().to(device=device, dtype=out_dtype).clone())
+        else:
+            self.register_buffer("bias", None)
+
+    @classmethod
+    def from_linear(cls, linear, scale_x, scale_w, profile="hopper-te", *, bias="raise",
+                    out_dtype=torch.bfloat16, use_fast_accum=True, backend=None, splitk="auto"):
+        """The emulated twin of an nn.Linear (or a Transformer Engine Linear) and its scales.
+
+        bias="raise" (default): a layer with a bias raises UnsupportedFeatureError, because the
+        reference adds it inside the GEMM epilogue, which mmaemu v0.1 does not model.
+        bias="after": its bias is added after the GEMM in out_dtype (right only if the reference
+        did the same).
+        """
+        if bias not in ("raise", "after"):
+            raise ValueError(f"bias must be 'raise' or 'after', got {bias!r}")
+        weight = getattr(linear, "weight", None)
+        if not isinstance(weight, torch.Tensor) or weight.dim() != 2:
+            raise TypeError(f"{type(linear).__name__} has no 2-D weight; expected an nn.Linear "
+                            f"or a Transformer Engine Linear")
+        b = _linear_bias(linear)
+        if b is not None and bias == "raise":
+            raise UnsupportedFeatureError(
+                "mmaemu: this linear layer has a bias, and the bias of an FP8 GEMM is added in "
+                "its epilogue, which v0.1 does not model. Pass bias='after' only if the "
+                "reference added it after the GEMM (limitations.md).")
+        return cls(weight, scale_x, scale_w, profile, bias=b, out_dtype=out_dtype,
+                   use_fast_accum=use_fast_accum, backend=backend, splitk=splitk)
+
+    @torch.jit.unused
+    def explain(self, x):
+        """mmaemu.explain for the GEMM that forward(x) runs: a CallPlan with the profile's
+        split-K decision for this input's row count (nothing is computed)."""
+        from . import explain   # the package-level mmaemu.explain
+        rows = x.numel() // self.in_features if x.dim() > 0 else 0
+        xq = torch.zeros(rows, self.in_features, dtype=torch.float8_e4m3fn, device=self.wq.device)
+        return explain(xq, self.wq.t(), self.scale_x_inv, self.scale_w_inv, None, None,
+                       self.out_dtype, self.use_fast_accum, profile=self.profile,
+                       backend=self.backend, splitk=self.splitk)
+
+    def extra_repr(self):
+        return (f"in_features={self.in_features}, out_features={self.out_features}, "
+                f"profile={self.profile!r}, bias={self.bias is not None}, "
+                f"out_dtype={self.out_dtype}, use_fast_accum={self.use_fast_accum}")
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if torch.is_grad_enabled() and x.requires_grad:
+            raise UnsupportedFeatureError(
+                "mmaemu: EmulatedFP8Linear is inference only; the input requires grad while "
+                "grad mode is on. Run under torch.inference_mode() or torch.no_grad().")
+        if x.dim() == 0 or x.shape[-1] != self.in_features:
+            raise ValueError("EmulatedFP8Linear: the input's last dimension must be in_features")
+        xq = quantize_e4m3(x, self.scale_x).reshape(-1, self.in_features)
+        y = torch.ops.mmaemu.profile_scaled_mm(
+            xq, self.wq.t(), self.scale_x_inv, self.scale_w_inv, None, None, self.out_dtype,
+            self.use_fast_accum, self.profile, self.backend, self.splitk_text)
+        bias = self.bias
+        if bias is not None:
+            y = y + bias
+        shape: List[int] = list(x.shape[:-1])
+        shape.append(self.out_features)
+        return y.reshape(shape)
+
+
+# ---------------------------------------------------------------------------------------------
+# Finding and swapping FP8 linear layers.
+
+def _linear_bias(module):
+    """The layer's bias, or None. Transformer Engine keeps an empty tensor when bias=False."""
+    if getattr(module, "use_bias", True) is False:
+        return None
+    b = getattr(module, "bias", None)
+    if isinstance(b, torch.Tensor) and b.numel() > 0:
+        return b
+    return None
+
+
+def is_te_linear(module):
+    """True for Transformer Engine's Linear (transformer_engine.pytorch.Linear) and its
+    subclasses, recognised by name so that TE need not be importable."""
+    return any(c.__name__ == "Linear" and c.__module__.split(".")[0] == "transformer_engine"
+               for c in type(module).__mro__)
+
+
+def te_scales(module):
+    """(scale_x, scale_w) from a TE Linear's delayed-scaling state: fp8_meta["scaling_fwd"].scale
+    at GEMM1_INPUT (0) and GEMM1_WEIGHT (1). These are the scales the module's next forward pass
+    uses; after a forward pass TE updates them from its amax history."""
+    meta = getattr(module, "fp8_meta", None)
+    state = meta.get("scaling_fwd") if isinstance(meta, dict) else None
+    scale = getattr(state, "scale", None)
+    if not isinstance(scale, torch.Tensor) or scale.numel() < 2:
+        return None
+    return scale[0].detach().float().cpu().clone(), scale[1].detach().float().cpu().clone()
+
+
+def swap_fp8_linears(model, scales=None, profile="hopper-te", *, exclude=(), bias="raise",
+                     out_dtype=torch.bfloat16, use_fast_accum=True, backend=None,
+                     splitk="auto"):
+    """Replaces the FP8 linear layers of `model` in place with EmulatedFP8Linear.
+
+    scales:  {qualified module name: (scale_x, scale_w)}. Every nn.Linear named here is
+             replaced. Every Transformer Engine Linear is replaced too, with its scales from
+             here or, if absent, from its delayed-scaling state (te_scales); a TE Linear with
+             neither raises ValueError.
+    exclude: names of TE Linear layers to leave alone (e.g. ones that never run in FP8).
+    bias, out_dtype, use_fast_accum, backend, splitk: as for EmulatedFP8Linear.from_linear.
+
+    Returns the replaced names, in model order. A name in `scales` that is not a linear layer
+    of the model raises KeyError, so a typo cannot leave a layer unemulated.
+    """
+    scales = dict(scales or {})
+    exclude = set(exclude)
+    plan = []
+    for name, module in model.named_modules():
+        if name in exclude:
+            continue
+        if is_te_linear(module):
+            if getattr(module, "return_bias", False):
+                raise UnsupportedFeatureError(
+                    f"TE Linear '{name}' has return_bias=True: its bias is left to the caller "
+                    f"to fuse, which EmulatedFP8Linear does not model")
+            if getattr(module, "tp_size", 1) != 1:
+                raise UnsupportedFeatureError(f"TE Linear '{name}' is tensor-parallel "
+                                              f"(tp_size={module.tp_size})")
+            pair = scales.get(name) or te_scales(module)
+            if pair is None:
+                raise ValueError(f"TE Linear '{name}' has no delayed-scaling state (it has not "
+                                 f"run under fp8_autocast); pass scales['{name}'] or exclude it")
+            plan.append((name, module, pair))
+        elif isinstance(module, torch.nn.Linear) and name in scales:
+            plan.append((name, module, scales[name]))
+    found = {name for name, _, _ in plan}
+    missing = sorted(set(scales) - found)
+    if missing:
+        raise KeyError(f"no linear layer named {missing} in the model (excluded names count "
+                       f"as missing)")
+    for name, module, (scale_x, scale_w) in plan:
+        if name == "":
+            raise ValueError("the model itself is a linear layer: use "
+                             "EmulatedFP8Linear.from_linear(model, scale_x, scale_w)")
+        new = EmulatedFP8Linear.from_linear(module, scale_x, scale_w, profile, bias=bias,
+                                            out_dtype=out_dtype, use_fast_accum=use_fast_accum,
+                                            backend=backend, splitk=splitk)
+        parent_name, _, attr = name.rpartition(".")
+        parent = model.get_submodule(parent_name) if parent_name else model
+        setattr(parent, attr, new)
+    return [name for name, _, _ in plan]

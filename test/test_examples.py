@@ -1,0 +1,24 @@
+"""The examples run as a user runs them (a fresh process) and pass their own checks."""
+import os
+import pathlib
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def run_example(name, *args):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return subprocess.run([sys.executable, str(ROOT / "examples" / name), *args], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=900)
+
+
+def test_transformer_block_golden_and_padding():
+    r = run_example("transformer_block.py")
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    assert "golden check: outputs equal the stored golden outputs bit for bit" in out, out
+    assert "padding check" in out, out
+    assert out.count("the split decision") == 2, out
+    assert "hopper, M = 64: S=1" in out, out      # the guide's table row
