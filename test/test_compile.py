@@ -1,4 +1,5 @@
-"""torch.compile and TorchScript: the op traces without graph breaks and scripts, saves, loads."""
+"""torch.compile and TorchScript: the op traces without graph breaks and scripts, saves, loads.
+(opcheck of every op: test_opcheck.py.)"""
 import subprocess
 import sys
 import warnings
@@ -118,40 +119,3 @@ def test_torchscript_save_and_load_in_a_fresh_process(tmp_path):
         "print('ok')\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0 and "ok" in r.stdout, r.stderr
-
-
-# torch's own test_schema cannot run on FP8 inputs: its SchemaCheckMode compares inputs before and
-# after with torch.allclose, which has no Float8 kernel ("mul_cpu_reduced_float" not implemented).
-# opcheck runs every other utility; test_op_schema_properties checks what test_schema would
-# (inputs not mutated, output a fresh tensor) directly, bit for bit.
-OPCHECK_UTILS = ("test_faketensor", "test_aot_dispatch_dynamic", "test_autograd_registration")
-
-
-def op_cases():
-    x, w = ops(16, 32, 64)
-    a, b = ops(8, 8, 64)
-    return [(torch.ops.mmaemu.scaled_mm.default, (x, w.t(), ONE, HALF), {"out_dtype": torch.bfloat16}),
-            (torch.ops.mmaemu.scaled_mm.default, (x, w.t(), ONE, HALF),
-             {"out_dtype": torch.float32, "use_fast_accum": True, "splits": 2, "scheme": "contiguous"}),
-            (torch.ops.mmaemu.scaled_mm.default, (x, w.t(), ONE, HALF),
-             {"out_dtype": E4M3, "scale_result": torch.tensor(2.0)}),
-            (torch.ops.mmaemu.accumulate.default, (x, w, True), {}),
-            (torch.ops.mmaemu.mma.default, (a, b, torch.zeros(8)), {})]
-
-
-@pytest.mark.parametrize("case", range(5))
-def test_opcheck(case):
-    op, args, kwargs = op_cases()[case]
-    torch.library.opcheck(op, args, kwargs, test_utils=OPCHECK_UTILS)
-
-
-@pytest.mark.parametrize("case", range(5))
-def test_op_schema_properties(case):
-    op, args, kwargs = op_cases()[case]
-    before = [a.clone() for a in args if isinstance(a, torch.Tensor)]
-    out = op(*args, **kwargs)
-    after = [a for a in args if isinstance(a, torch.Tensor)]
-    for b, a in zip(before, after):
-        mmaemu.testing.assert_bitwise_equal(a, b)
-    for a in after:
-        assert out.untyped_storage().data_ptr() != a.untyped_storage().data_ptr()
