@@ -2,21 +2,23 @@
  *
  * How it gets the reference's bits:
  *  - The block arithmetic (mm_block) is re-done by a tile kernel on operands decoded once into
- *    (exponent, signed significand) int32 pairs (cpu_fast.h). Outputs are independent, each is
- *    computed by one kernel call in the reference's order, so the bits do not depend on the
- *    thread count or on which kernel (portable, AVX2, AVX-512) runs.
+ *    (alignment exponent, fp32 value) pairs, by the formula in cpu_fast.h. Every kernel does the
+ *    same exact integer arithmetic, and each output is computed by one kernel call in the
+ *    reference's order, so the bits depend neither on the thread count nor on which kernel
+ *    (portable, AVX2, AVX-512, wide) runs.
  *  - Splits, their fp32 reduction and the epilogue use the header code (mm_split_chunk, the
  *    same float adds as mm_dot, mm_epilogue, mm_store).
  *  - An output whose row of A or column of B holds a NaN or Inf code is computed by
  *    mm_gemm_element, the reference itself (the kernels see those codes as zeros).
  *
  * Speed: A is decoded once for the call; each B panel (W columns x K) is decoded by the thread
- * that uses it and stays in its L2 while the thread runs every row chunk against it. Work items
+ * that uses it and stays in its L2 while the thread runs its rows against it. Work items
  * (panel, row chunk) are handed out dynamically to `threads` pthreads.
  *
  * MMAEMU_CPU_SIMD = auto (default) | portable | avx2 | avx512 picks the narrow kernel; a path
  * this CPU lacks or an unknown name is an error (MM_ERR_CPU_SIMD), never a silent fallback.
- * Presets whose sums do not fit the narrow kernels (b200) always run the wide kernel. */
+ * Presets with more grid bits than hopper and ada (b200) run the SIMD kernels' split form (AVX2,
+ * AVX-512), else the wide kernel (plain C, int64 sums, any preset). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -37,19 +39,29 @@ static void plan_make(const mm_gemm* g, mm_cpu_plan* p) {
     p->keep = q->keep;
     p->promote_blocks = q->promote_blocks;
     p->fast = g->fast_accum != 0;
-    p->sh0 = q->frac - man_bits(g->fmt_a) - man_bits(g->fmt_b);
-    p->prod_shift = 16 - p->sh0;
-    p->c_shift = 23 - q->frac;
     p->keep_mask = q->keep >= 24 ? 0xFFFFFFFFu : ~((1u << (24 - q->keep)) - 1u);
 }
 
-/* The narrow kernels need non-negative shift counts and every |S| < 2^24 (so int32 sums and
- * an exact int -> float conversion): |product term| <= Pmax * 2^sh0, |C term| < 2^(frac + 1). */
-static int plan_is_narrow(const mm_gemm* g, const mm_cpu_plan* p) {
-    if (p->prod_shift < 0 || p->c_shift < 0) return 0;
+/* The narrow kernels need every |S| < 2^24. A product term is P * 2^(sh0 - d) with P the
+ * significand product, sh0 = frac - man_bits_a - man_bits_b, d >= 0; C's term is below
+ * 2^(frac + 1) (a 24-bit significand times 2^(ce - 23 - grid), ce <= E). */
+static int plan_is_narrow(const mm_gemm* g) {
+    const mm_preset* q = &g->preset;
+    const int sh0 = q->frac - man_bits(g->fmt_a) - man_bits(g->fmt_b);
     const int64_t pmax = (int64_t)max_sig(g->fmt_a) * max_sig(g->fmt_b);
-    const int64_t term = p->sh0 >= 0 ? pmax << p->sh0 : pmax;
-    return (int64_t)p->block * term + ((int64_t)1 << (p->frac + 1)) < ((int64_t)1 << 24);
+    const int64_t term = sh0 >= 0 ? pmax << sh0 : pmax;
+    return (int64_t)q->block * term + ((int64_t)1 << (q->frac + 1)) < ((int64_t)1 << 24);
+}
+
+/* The split kernels need each half-block sum below 2^31: the first ceil(block/2) terms plus
+ * C's, and the rest. */
+static int plan_fits_split(const mm_gemm* g) {
+    const mm_preset* q = &g->preset;
+    const int sh0 = q->frac - man_bits(g->fmt_a) - man_bits(g->fmt_b);
+    const int64_t pmax = (int64_t)max_sig(g->fmt_a) * max_sig(g->fmt_b);
+    const int64_t term = sh0 >= 0 ? pmax << sh0 : pmax;
+    const int64_t h = (q->block + 1) / 2;
+    return h * term + ((int64_t)1 << (q->frac + 1)) < ((int64_t)1 << 31);
 }
 
 /* ---- SIMD path ------------------------------------------------------------------------- */
@@ -97,20 +109,23 @@ static const mm_cpu_kernel* narrow_kernel(void) {
 /* ---- decoding -------------------------------------------------------------------------- */
 
 typedef struct {
-    int32_t e[256], s[256];
+    int32_t e[256];
+    float v[256];
     uint8_t special[256]; /* NaN or Inf */
 } mm_cpu_lut;
 
+/* Every code's decoded form; the value is m * 2^lsb, exact in fp32. */
 static void lut_make(mm_cpu_lut* t, int fmt) {
     for (int code = 0; code < 256; code++) {
         const mm_fp8 d = mm_decode_fp8((uint8_t)code, fmt);
         t->special[code] = d.cls == MM_CLS_NAN || d.cls == MM_CLS_INF;
         if (d.cls != MM_CLS_FINITE) {
             t->e[code] = MM_CPU_ZERO_EXP;
-            t->s[code] = 0;
+            t->v[code] = 0.0f;
         } else {
+            const float mag = (float)d.m * mm_bits_f32((uint32_t)(127 + d.lsb) << 23);
             t->e[code] = d.e;
-            t->s[code] = d.sign ? -(d.m << 8) : d.m << 8;
+            t->v[code] = d.sign ? -mag : mag;
         }
     }
 }
@@ -126,7 +141,7 @@ static void decode_a(const mm_gemm* g, const mm_cpu_lut* t, int64_t m_pad, int32
             const uint8_t* src = g->a + i * g->lda;
             for (int64_t k = 0; k < K; k++) {
                 row[2 * k] = t->e[src[k]];
-                row[2 * k + 1] = t->s[src[k]];
+                row[2 * k + 1] = (int32_t)mm_f32_bits(t->v[src[k]]);
                 special |= t->special[src[k]];
             }
         } else {
@@ -142,22 +157,22 @@ static void decode_a(const mm_gemm* g, const mm_cpu_lut* t, int64_t m_pad, int32
 /* Columns [j0, j0 + w) of B as a panel (columns from N on are zeros). */
 static void decode_b_panel(const mm_gemm* g, const mm_cpu_lut* t, int64_t j0, int w,
                            int32_t* panel, uint8_t* col_special) {
-    const int64_t K = g->K;
+    const int64_t K = g->K, stride = MM_CPU_PANEL_STRIDE(w);
     for (int c = 0; c < w; c++) {
-        int32_t* pe = panel + c;
-        int32_t* ps = panel + w + c;
+        int16_t* pe = (int16_t*)panel + c;
+        float* pv = (float*)(panel + w / 2) + c;
         uint8_t special = 0;
         if (j0 + c < g->N) {
             const uint8_t* src = g->b + (j0 + c) * g->ldb;
             for (int64_t k = 0; k < K; k++) {
-                pe[k * 2 * w] = t->e[src[k]];
-                ps[k * 2 * w] = t->s[src[k]] & 0xFFFF;
+                pe[2 * k * stride] = (int16_t)t->e[src[k]];
+                pv[k * stride] = t->v[src[k]];
                 special |= t->special[src[k]];
             }
         } else {
             for (int64_t k = 0; k < K; k++) {
-                pe[k * 2 * w] = MM_CPU_ZERO_EXP;
-                ps[k * 2 * w] = 0;
+                pe[2 * k * stride] = MM_CPU_ZERO_EXP;
+                pv[k * stride] = 0.0f;
             }
         }
         col_special[c] = special;
@@ -170,6 +185,7 @@ typedef struct {
     const mm_gemm* g;
     mm_cpu_plan plan;
     const mm_cpu_kernel* kern;
+    mm_cpu_tile_fn tile;     /* kern->tile, kern->tile_split, or the wide kernel's */
     mm_cpu_lut lut_b;
     const int32_t* a;        /* decoded rows [row0, row0 + m_pad) */
     const uint8_t* row_special;
@@ -186,7 +202,7 @@ static void tile_dot(const mm_cpu_job* job, const int32_t* a, const int32_t* pan
     const int n = job->kern->mr * job->kern->w;
     const int64_t as = 2 * g->K;
     if (g->splits <= 1) {
-        job->kern->tile(&job->plan, a, as, panel, 0, g->K, acc);
+        job->tile(&job->plan, a, as, panel, 0, g->K, acc);
         return;
     }
     const int64_t chunk = mm_split_chunk(g->K, g->splits);
@@ -194,7 +210,7 @@ static void tile_dot(const mm_cpu_job* job, const int32_t* a, const int32_t* pan
     for (int32_t s = 0; s < g->splits; s++) {
         const int64_t k0 = s * chunk < g->K ? s * chunk : g->K;
         const int64_t k1 = k0 + chunk < g->K ? k0 + chunk : g->K;
-        if (k1 > k0) job->kern->tile(&job->plan, a, as, panel, k0, k1, part);
+        if (k1 > k0) job->tile(&job->plan, a, as, panel, k0, k1, part);
         else for (int i = 0; i < n; i++) part[i] = 0.0f;
         if (g->scheme != MM_SCHEME_PAIRWISE) {
             /* contiguous / serial: r = p0, then r = fp32(r + p_s). */
@@ -224,7 +240,7 @@ static void* worker(void* arg) {
     mm_cpu_job* job = (mm_cpu_job*)arg;
     const mm_gemm* g = job->g;
     const int mr = job->kern->mr, w = job->kern->w, n = mr * w;
-    int32_t* panel = malloc(sizeof(int32_t) * (size_t)(2 * w * (g->K > 0 ? g->K : 1)));
+    int32_t* panel = malloc(sizeof(int32_t) * (size_t)(MM_CPU_PANEL_STRIDE(w) * (g->K > 0 ? g->K : 1)));
     float* scratch = malloc(sizeof(float) * (size_t)(34 * n));
     uint8_t col_special[64];
     if (!panel || !scratch) { /* the other threads take this one's share */
@@ -293,7 +309,16 @@ int mmaemu_gemm_cpu(const mm_gemm* g, int threads) {
     if (!job) return MM_ERR_NO_MEMORY;
     job->g = g;
     plan_make(g, &job->plan);
-    job->kern = plan_is_narrow(g, &job->plan) ? narrow : &mm_cpu_kernel_wide;
+    if (plan_is_narrow(g)) {
+        job->kern = narrow;
+        job->tile = narrow->tile;
+    } else if (narrow->tile_split && plan_fits_split(g)) {
+        job->kern = narrow;
+        job->tile = narrow->tile_split;
+    } else {
+        job->kern = &mm_cpu_kernel_wide;
+        job->tile = mm_cpu_kernel_wide.tile;
+    }
     const int mr = job->kern->mr, w = job->kern->w;
     mm_cpu_lut lut_a;
     lut_make(&lut_a, g->fmt_a);

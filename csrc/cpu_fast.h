@@ -1,42 +1,51 @@
 /* cpu_fast.h: what the `cpu` backend's driver (cpu_fast.c) and its tile kernels share.
  *
- * The driver decodes every FP8 operand once into two int32 per element and hands tiles of
- * MR rows x W columns to a kernel, which returns each output's split accumulator (what
- * mm_split_acc returns for one split). Splits, the epilogue and NaN/Inf go through the
- * shared header code (mmaemu_gemm.h), so only the block arithmetic is re-implemented here.
+ * The driver decodes every FP8 operand once and hands tiles of MR rows x W columns to a kernel,
+ * which returns each output's split accumulator (what mm_split_acc returns for one split).
+ * Splits, the epilogue and NaN/Inf go through the shared header code (mmaemu_gemm.h), so only
+ * the block FMA (mm_block) is re-implemented, in this form:
+ *
+ *   E    = max(alignment exponents e_a + e_b of the non-zero products, C's exponent)
+ *   grid = E - frac;  s = 2^-grid (an fp32 power of two)
+ *   S    = trunc(C * s) + sum_k trunc((a_k * b_k) * s)        (integer sum)
+ *   D    = S's `keep` leading bits (truncated) times 2^grid
+ *
+ * which is mm_block's "cut every term toward zero to the grid 2^grid, add exactly": a_k * b_k
+ * is exact in fp32 (significands of at most 4 bits), scaling by a power of two is exact while
+ * the result stays normal, and a result below 2^-126 is below 1, where trunc gives 0 however it
+ * was rounded. fp32 -> int32 conversion truncates toward zero, the model's cut.
  *
  * Decoded element (both operands): e = the alignment exponent (mm_fp8.e), or MM_CPU_ZERO_EXP
- * for a zero (and for NaN/Inf, whose outputs the driver recomputes with the reference);
- * s = +-m << 8, the signed integer significand times 2^8 (|s| <= 15 << 8 fits int16). A product
- * s_a * s_b is then the exact significand product times 2^16.
+ * for a zero (and for NaN/Inf, whose outputs the driver recomputes with the reference); v = the
+ * FP8 value as fp32 (0 for zero, NaN and Inf).
  *
- * Layouts. A (broadcast operand): row i, element k at a[i * a_stride + 2k] (e) and [2k + 1] (s).
- * B panel of W columns: element (k, column c) at b[k * 2W + c] (e) and b[k * 2W + W + c] (s);
- * the s word holds the 16-bit two's-complement significand zero-extended to 32 bits (the form
- * vpmaddwd multiplies). Kernels read it as (int16_t)(s & 0xFFFF). */
+ * Layouts. A (broadcast operand): row i, element k: a[i * a_stride + 2k] = e (int32),
+ * a[... + 2k + 1] = v (fp32 bits). B panel of W columns, one record of MM_CPU_PANEL_STRIDE(W)
+ * int32 words per k: W int16 exponents, then W fp32 values. */
 #ifndef MMAEMU_CPU_FAST_H
 #define MMAEMU_CPU_FAST_H
 
 #include "mmaemu.h"
 
-/* Exponent of a zero factor: far below any real product (>= -28) or fp32 exponent (>= -126)
- * so that it never wins a block maximum, and small enough that sums cannot overflow int32. */
-#define MM_CPU_ZERO_EXP (-(1 << 20))
-/* Exponent given to an accumulator C = +-0: below any product exponent, even a zero one. */
-#define MM_CPU_ZERO_C_EXP (-(1 << 22))
+/* Exponent of a zero factor: far below any real product exponent (>= -28), and two of them
+ * still fit int16, the lanes of the kernels' first pass. */
+#define MM_CPU_ZERO_EXP (-16000)
+/* Exponent given to an accumulator C = +-0: below every product exponent, even a zero one. */
+#define MM_CPU_ZERO_C_EXP (-40000)
+/* E is raised to at least this before s = 2^(frac - E) is formed, so s stays a normal fp32.
+ * Only a block with no non-zero product and C = 0 is raised (real product exponents are
+ * >= -28, and a non-zero C, an earlier block result, is >= 2^(-28 - frac) >= 2^-58); its
+ * sum is 0 whatever E is. */
+#define MM_CPU_E_FLOOR (-90)
+
+/* int32 words per k in a B panel of w columns. */
+#define MM_CPU_PANEL_STRIDE(w) ((w) / 2 + (w))
 
 /* What the block arithmetic needs, precomputed once per GEMM. */
 typedef struct {
     int64_t K;
     int32_t block, frac, keep, promote_blocks;
     int32_t fast;
-    /* sh0 = frac - man_bits_a - man_bits_b: a product with alignment exponent e adds
-     * trunc(P * 2^(sh0 - (E - e))) to the block's integer sum (P: significand product). */
-    int32_t sh0;
-    /* Narrow kernels (int32 sums below 2^24): the product word s_a*s_b = P << 16 is shifted
-     * right by (E - e) + prod_shift, prod_shift = 16 - sh0 >= 0; C's 24-bit significand by
-     * (E - ce) + c_shift, c_shift = 23 - frac >= 0. */
-    int32_t prod_shift, c_shift;
     /* Clears the fp32 mantissa bits below the block result's `keep` significant bits. */
     uint32_t keep_mask;
 } mm_cpu_plan;
@@ -49,16 +58,32 @@ typedef void (*mm_cpu_tile_fn)(const mm_cpu_plan* p, const int32_t* a, int64_t a
 
 typedef struct {
     const char* name;
-    int mr, w;            /* tile rows, tile columns (the B panel width) */
-    mm_cpu_tile_fn tile;
+    int mr, w;                /* tile rows, tile columns (the B panel width) */
+    mm_cpu_tile_fn tile;      /* narrow presets: every |S| < 2^24 (hopper, ada) */
+    mm_cpu_tile_fn tile_split; /* or NULL: two int32 half-block sums, each < 2^31 (b200) */
 } mm_cpu_kernel;
 
-/* The narrow kernels, one per SIMD path; valid when mm_cpu_plan_is_narrow(). */
+/* The kernels of the SIMD paths. tile needs every block sum |S| < 2^24 (int32 sums, (float)S
+ * exact); tile_split needs the sum of each half block below 2^31. The driver checks which
+ * bound the preset and formats meet. */
 extern const mm_cpu_kernel mm_cpu_kernel_portable;
 extern const mm_cpu_kernel mm_cpu_kernel_avx2;
 extern const mm_cpu_kernel mm_cpu_kernel_avx512;
-/* Any preset the plan checks accept (int64 sums): b200, or parameters not yet known. */
+/* Any preset the plan checks accept (int64 sums): what neither bound covers. */
 extern const mm_cpu_kernel mm_cpu_kernel_wide;
+
+/* fp32 2^(frac - E), E raised to MM_CPU_E_FLOOR: the scale s of a block. */
+static inline float mm_cpu_scale(int32_t E, int32_t frac) {
+    const int32_t e = E < MM_CPU_E_FLOOR ? MM_CPU_E_FLOOR : E;
+    return mm_bits_f32((uint32_t)(127 + frac - e) << 23);
+}
+
+/* The exponent C brings to the block maximum: max(floor(log2|C|), -126), or none for +-0. */
+static inline int32_t mm_cpu_c_exponent(uint32_t cb) {
+    if ((cb & 0x7FFFFFFFu) == 0) return MM_CPU_ZERO_C_EXP;
+    const int32_t field = (int32_t)((cb >> 23) & 0xFFu);
+    return (field ? field : 1) - 127;
+}
 
 /* Exact result of one block whose integer sum S lies on the grid 2^grid: S's `keep` leading
  * bits (truncated), composed to fp32 (mm_block's last two steps). The fallback of the narrow

@@ -1,11 +1,11 @@
-/* cpu_kernel_avx2.c: the narrow tile kernel with AVX2 integer SIMD.
+/* cpu_kernel_avx2.c: the narrow tile kernel with AVX2.
  *
  * cpu_kernel_portable.c is the same algorithm one lane at a time; read it first. Here a lane
  * is one output column: the tile is MR rows x NV vectors of 8 columns, A's values are
- * broadcast and B's panel is loaded 8 columns at a time, so the block maximum and the sum are
- * lane-wise (no horizontal operations). Per product and lane: pass 1 add + max; pass 2 add,
- * sub (shift count), vpmaddwd (s_a * s_b), abs, vpsrlvd (cut to the grid; counts >= 32 give 0,
- * as the narrow model needs), sign, add.
+ * broadcast and B's panel is loaded a vector at a time, so the block maximum and the sum are
+ * lane-wise (no horizontal operations). Per product and column:
+ *   pass 1, int16 lanes (16 columns a vector): add, max;
+ *   pass 2, fp32 lanes: a*b (exact), times s = 2^-grid (exact), truncate to int32, add.
  *
  * Compiled with a target attribute, so the rest of the library keeps the baseline ISA; the
  * driver calls it only when __builtin_cpu_supports("avx2"). */
@@ -17,7 +17,11 @@
 #define MM_AVX2 __attribute__((target("avx2")))
 #define MM_AVX2_INLINE __attribute__((target("avx2"), always_inline)) static inline
 
-enum { MR = 2, NV = 2, VL = 8, W = NV * VL };
+#ifndef MM_AVX2_MR
+#define MM_AVX2_MR 2
+#define MM_AVX2_NV 2
+#endif
+enum { MR = MM_AVX2_MR, NV = MM_AVX2_NV, VL = 8, W = NV * VL, STRIDE = MM_CPU_PANEL_STRIDE(W) };
 
 /* Lanes whose fast exponent arithmetic would leave the normal range: composed exactly. */
 MM_AVX2 static __m256i compose_slow(__m256i res, __m256i S, __m256i grid, __m256i bad,
@@ -32,76 +36,128 @@ MM_AVX2 static __m256i compose_slow(__m256i res, __m256i S, __m256i grid, __m256
     return _mm256_loadu_si256((const __m256i*)out);
 }
 
-/* Blocks over [k0, k1) from C = +0 for the tile; c receives the chain's fp32 bits. */
+/* The block result of the split form: D = S + S2 exactly in fp64, its `keep` leading bits
+ * (fp64 mantissa masked), to fp32 (exact: at most 24 significant bits), exponent + grid. */
+MM_AVX2_INLINE __m256i compose_split(__m256i S, __m256i S2, __m256i grid, const mm_cpu_plan* p) {
+    const int keep = p->keep < 24 ? p->keep : 24;
+    const __m256d mask = _mm256_castsi256_pd(_mm256_set1_epi64x((int64_t)(~0ull << (53 - keep))));
+    const __m256d lo = _mm256_add_pd(_mm256_cvtepi32_pd(_mm256_castsi256_si128(S)),
+                                     _mm256_cvtepi32_pd(_mm256_castsi256_si128(S2)));
+    const __m256d hi = _mm256_add_pd(_mm256_cvtepi32_pd(_mm256_extracti128_si256(S, 1)),
+                                     _mm256_cvtepi32_pd(_mm256_extracti128_si256(S2, 1)));
+    const __m256 f = _mm256_set_m128(_mm256_cvtpd_ps(_mm256_and_pd(hi, mask)),
+                                     _mm256_cvtpd_ps(_mm256_and_pd(lo, mask)));
+    const __m256i fb = _mm256_castps_si256(f), zero = _mm256_setzero_si256();
+    const __m256i dzero = _mm256_cmpeq_epi32(fb, zero);
+    __m256i res = _mm256_andnot_si256(dzero, _mm256_add_epi32(fb, _mm256_slli_epi32(grid, 23)));
+    /* |D| < 2^40: exponent field <= 166, so grid in [-126, 88] keeps the result normal. */
+    const __m256i out = _mm256_or_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(-126), grid),
+                                        _mm256_cmpgt_epi32(grid, _mm256_set1_epi32(88)));
+    const __m256i bad = _mm256_andnot_si256(dzero, out);
+    if (!_mm256_testz_si256(bad, bad)) {
+        int32_t s1[VL], s2[VL], gr[VL], bd[VL], o[VL];
+        _mm256_storeu_si256((__m256i*)s1, S);
+        _mm256_storeu_si256((__m256i*)s2, S2);
+        _mm256_storeu_si256((__m256i*)gr, grid);
+        _mm256_storeu_si256((__m256i*)bd, bad);
+        _mm256_storeu_si256((__m256i*)o, res);
+        for (int l = 0; l < VL; l++)
+            if (bd[l]) o[l] = (int32_t)mm_cpu_compose((int64_t)s1[l] + s2[l], gr[l], p->keep);
+        res = _mm256_loadu_si256((const __m256i*)o);
+    }
+    return res;
+}
+
+/* Blocks over [k0, k1) from C = +0 for the tile; c receives the chain's fp32 bits.
+ * split = 0: one int32 sum per output (narrow presets, |S| < 2^24). split = 1: the block's
+ * first ceil(n/2) terms (and C's) in S, the rest in S2, each below 2^31 (the driver checks),
+ * added in fp64 (presets with more grid bits, such as b200). */
 MM_AVX2_INLINE void chain(const mm_cpu_plan* p, const int32_t* a, int64_t as, const int32_t* b,
-                          int64_t k0, int64_t k1, __m256i c[MR][NV]) {
+                          int64_t k0, int64_t k1, __m256i c[MR][NV], const int split) {
     const __m256i zero = _mm256_setzero_si256();
     const __m256i v_ff = _mm256_set1_epi32(0xFF), v_one = _mm256_set1_epi32(1);
     const __m256i v_127 = _mm256_set1_epi32(127), v_abs = _mm256_set1_epi32(0x7FFFFFFF);
-    const __m256i v_mant = _mm256_set1_epi32(0x7FFFFF), v_hidden = _mm256_set1_epi32(0x800000);
     const __m256i v_zero_c = _mm256_set1_epi32(MM_CPU_ZERO_C_EXP);
+    const __m256i v_floor = _mm256_set1_epi32(MM_CPU_E_FLOOR);
+    const __m256i v_scale = _mm256_set1_epi32(127 + p->frac);
     const __m256i keep_mask = _mm256_set1_epi32((int32_t)p->keep_mask);
-    const __m256i prod_shift = _mm256_set1_epi32(p->prod_shift);
-    const __m256i c_shift = _mm256_set1_epi32(p->c_shift), frac = _mm256_set1_epi32(p->frac);
+    const __m256i frac = _mm256_set1_epi32(p->frac);
     const __m256i grid_lo = _mm256_set1_epi32(-126), grid_hi = _mm256_set1_epi32(104);
-    const int64_t bs = 2 * W;
+    const __m256i e16_init = _mm256_set1_epi16(-32768);
     for (int r = 0; r < MR; r++)
         for (int v = 0; v < NV; v++) c[r][v] = zero;
     for (int64_t kb = k0; kb < k1; kb += p->block) {
         const int n = (int)(k1 - kb < p->block ? k1 - kb : p->block);
         const int32_t* ak = a + 2 * kb;
-        const int32_t* bk = b + kb * bs;
-        __m256i E[MR][NV], ce[MR][NV], S[MR][NV];
-        /* C's exponent max(floor(log2|C|), -126), or below everything for C = +-0. */
-        for (int r = 0; r < MR; r++)
-            for (int v = 0; v < NV; v++) {
-                const __m256i field = _mm256_and_si256(_mm256_srli_epi32(c[r][v], 23), v_ff);
-                const __m256i e = _mm256_sub_epi32(_mm256_max_epi32(field, v_one), v_127);
-                const __m256i czero = _mm256_cmpeq_epi32(_mm256_and_si256(c[r][v], v_abs), zero);
-                ce[r][v] = _mm256_blendv_epi8(e, v_zero_c, czero);
-                E[r][v] = ce[r][v];
-            }
-        /* Pass 1: the block maximum of the alignment exponents. */
+        const int32_t* bk = b + kb * STRIDE;
+        /* Pass 1: the products' largest alignment exponent, 16 columns per int16 vector. */
+        __m256i E16[MR];
+        for (int r = 0; r < MR; r++) E16[r] = e16_init;
+#pragma GCC unroll 4
         for (int k = 0; k < n; k++) {
-            __m256i eb[NV];
-            for (int v = 0; v < NV; v++) eb[v] = _mm256_loadu_si256((const __m256i*)(bk + k * bs + v * VL));
+            const __m256i eb = _mm256_loadu_si256((const __m256i*)(bk + k * STRIDE));
             for (int r = 0; r < MR; r++) {
-                const __m256i ea = _mm256_set1_epi32(ak[r * as + 2 * k]);
-                for (int v = 0; v < NV; v++)
-                    E[r][v] = _mm256_max_epi32(E[r][v], _mm256_add_epi32(ea, eb[v]));
+                const __m256i ea = _mm256_set1_epi16((int16_t)ak[r * as + 2 * k]);
+                E16[r] = _mm256_max_epi16(E16[r], _mm256_add_epi16(ea, eb));
             }
         }
-        /* Pass 2: C's term, then the products' terms. */
-        for (int r = 0; r < MR; r++)
+        /* E with C's exponent, s = 2^(frac - E), S = trunc(C * s). */
+        __m256i E[MR][NV], S[MR][NV];
+        __m256 s[MR][NV];
+        for (int r = 0; r < MR; r++) {
+            const __m256i ep[NV] = {_mm256_cvtepi16_epi32(_mm256_castsi256_si128(E16[r])),
+                                    _mm256_cvtepi16_epi32(_mm256_extracti128_si256(E16[r], 1))};
             for (int v = 0; v < NV; v++) {
                 const __m256i cb = c[r][v];
-                const __m256i subnormal = _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_srli_epi32(cb, 23), v_ff), zero);
-                const __m256i cm = _mm256_or_si256(_mm256_and_si256(cb, v_mant), _mm256_andnot_si256(subnormal, v_hidden));
-                const __m256i cnt = _mm256_add_epi32(_mm256_sub_epi32(E[r][v], ce[r][v]), c_shift);
-                S[r][v] = _mm256_sign_epi32(_mm256_srlv_epi32(cm, cnt), cb);
-                E[r][v] = _mm256_add_epi32(E[r][v], prod_shift); /* shift count = this - e */
+                const __m256i field = _mm256_and_si256(_mm256_srli_epi32(cb, 23), v_ff);
+                const __m256i ce = _mm256_blendv_epi8(_mm256_sub_epi32(_mm256_max_epi32(field, v_one), v_127), v_zero_c,
+                                                      _mm256_cmpeq_epi32(_mm256_and_si256(cb, v_abs), zero));
+                E[r][v] = _mm256_max_epi32(ep[v], ce);
+                const __m256i ef = _mm256_max_epi32(E[r][v], v_floor);
+                s[r][v] = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_sub_epi32(v_scale, ef), 23));
+                S[r][v] = _mm256_cvttps_epi32(_mm256_mul_ps(_mm256_castsi256_ps(cb), s[r][v]));
             }
-        for (int k = 0; k < n; k++) {
-            __m256i eb[NV], sb[NV];
-            for (int v = 0; v < NV; v++) {
-                eb[v] = _mm256_loadu_si256((const __m256i*)(bk + k * bs + v * VL));
-                sb[v] = _mm256_loadu_si256((const __m256i*)(bk + k * bs + W + v * VL));
-            }
+        }
+        /* Pass 2: every product cut toward zero to the grid, summed exactly. */
+        const int h = split ? (n + 1) / 2 : n;
+#pragma GCC unroll 4
+        for (int k = 0; k < h; k++) {
+            const float* vb = (const float*)(bk + k * STRIDE + W / 2);
+            __m256 bv[NV];
+            for (int v = 0; v < NV; v++) bv[v] = _mm256_loadu_ps(vb + v * VL);
             for (int r = 0; r < MR; r++) {
-                const __m256i ea = _mm256_set1_epi32(ak[r * as + 2 * k]);
-                const __m256i sa = _mm256_set1_epi32(ak[r * as + 2 * k + 1]);
+                const __m256 av = _mm256_broadcast_ss((const float*)(ak + r * as + 2 * k + 1));
                 for (int v = 0; v < NV; v++) {
-                    const __m256i cnt = _mm256_sub_epi32(E[r][v], _mm256_add_epi32(ea, eb[v]));
-                    const __m256i prod = _mm256_madd_epi16(sa, sb[v]);
-                    const __m256i t = _mm256_srlv_epi32(_mm256_abs_epi32(prod), cnt);
-                    S[r][v] = _mm256_add_epi32(S[r][v], _mm256_sign_epi32(t, prod));
+                    const __m256 q = _mm256_mul_ps(_mm256_mul_ps(av, bv[v]), s[r][v]);
+                    S[r][v] = _mm256_add_epi32(S[r][v], _mm256_cvttps_epi32(q));
                 }
             }
+        }
+        __m256i S2[MR][NV];
+        for (int r = 0; r < MR; r++)
+            for (int v = 0; v < NV; v++) S2[r][v] = zero;
+        for (int k = h; k < n; k++) {
+            const float* vb = (const float*)(bk + k * STRIDE + W / 2);
+            __m256 bv[NV];
+            for (int v = 0; v < NV; v++) bv[v] = _mm256_loadu_ps(vb + v * VL);
+            for (int r = 0; r < MR; r++) {
+                const __m256 av = _mm256_broadcast_ss((const float*)(ak + r * as + 2 * k + 1));
+                for (int v = 0; v < NV; v++) {
+                    const __m256 q = _mm256_mul_ps(_mm256_mul_ps(av, bv[v]), s[r][v]);
+                    S2[r][v] = _mm256_add_epi32(S2[r][v], _mm256_cvttps_epi32(q));
+                }
+            }
+        }
+        if (split) {
+            for (int r = 0; r < MR; r++)
+                for (int v = 0; v < NV; v++)
+                    c[r][v] = compose_split(S[r][v], S2[r][v], _mm256_sub_epi32(E[r][v], frac), p);
+            continue;
         }
         /* The block result: keep bits of (float)S, exponent + grid. */
         for (int r = 0; r < MR; r++)
             for (int v = 0; v < NV; v++) {
-                const __m256i grid = _mm256_sub_epi32(_mm256_sub_epi32(E[r][v], prod_shift), frac);
+                const __m256i grid = _mm256_sub_epi32(E[r][v], frac);
                 const __m256i f = _mm256_and_si256(_mm256_castps_si256(_mm256_cvtepi32_ps(S[r][v])), keep_mask);
                 const __m256i szero = _mm256_cmpeq_epi32(S[r][v], zero);
                 __m256i res = _mm256_andnot_si256(szero, _mm256_add_epi32(f, _mm256_slli_epi32(grid, 23)));
@@ -114,11 +170,11 @@ MM_AVX2_INLINE void chain(const mm_cpu_plan* p, const int32_t* a, int64_t as, co
 }
 
 /* mm_split_acc for the tile. */
-MM_AVX2 static void tile(const mm_cpu_plan* p, const int32_t* a, int64_t as, const int32_t* b,
-                         int64_t k0, int64_t k1, float* acc) {
+MM_AVX2_INLINE void tile_impl(const mm_cpu_plan* p, const int32_t* a, int64_t as, const int32_t* b,
+                              int64_t k0, int64_t k1, float* acc, const int split) {
     __m256i c[MR][NV];
     if (p->fast) {
-        chain(p, a, as, b, k0, k1, c);
+        chain(p, a, as, b, k0, k1, c, split);
         for (int r = 0; r < MR; r++)
             for (int v = 0; v < NV; v++) _mm256_storeu_si256((__m256i*)(acc + r * W + v * VL), c[r][v]);
         return;
@@ -128,7 +184,7 @@ MM_AVX2 static void tile(const mm_cpu_plan* p, const int32_t* a, int64_t as, con
     for (int r = 0; r < MR; r++)
         for (int v = 0; v < NV; v++) main_acc[r][v] = _mm256_setzero_ps();
     for (int64_t k = k0; k < k1; k += interval) {
-        chain(p, a, as, b, k, k1 - k < interval ? k1 : k + interval, c);
+        chain(p, a, as, b, k, k1 - k < interval ? k1 : k + interval, c, split);
         for (int r = 0; r < MR; r++) /* the promotion: an IEEE fp32 add, round to nearest */
             for (int v = 0; v < NV; v++) main_acc[r][v] = _mm256_add_ps(main_acc[r][v], _mm256_castsi256_ps(c[r][v]));
     }
@@ -136,8 +192,18 @@ MM_AVX2 static void tile(const mm_cpu_plan* p, const int32_t* a, int64_t as, con
         for (int v = 0; v < NV; v++) _mm256_storeu_ps(acc + r * W + v * VL, main_acc[r][v]);
 }
 
-const mm_cpu_kernel mm_cpu_kernel_avx2 = {"avx2", MR, W, tile};
+MM_AVX2 static void tile(const mm_cpu_plan* p, const int32_t* a, int64_t as, const int32_t* b,
+                         int64_t k0, int64_t k1, float* acc) {
+    tile_impl(p, a, as, b, k0, k1, acc, 0);
+}
+
+MM_AVX2 static void tile_split(const mm_cpu_plan* p, const int32_t* a, int64_t as,
+                               const int32_t* b, int64_t k0, int64_t k1, float* acc) {
+    tile_impl(p, a, as, b, k0, k1, acc, 1);
+}
+
+const mm_cpu_kernel mm_cpu_kernel_avx2 = {"avx2", MR, W, tile, tile_split};
 
 #else
-const mm_cpu_kernel mm_cpu_kernel_avx2 = {"avx2", 1, 1, 0};
+const mm_cpu_kernel mm_cpu_kernel_avx2 = {"avx2", 1, 1, 0, 0};
 #endif

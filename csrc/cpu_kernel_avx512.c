@@ -1,8 +1,8 @@
-/* cpu_kernel_avx512.c: the narrow tile kernel with AVX-512 (F + BW) integer SIMD.
+/* cpu_kernel_avx512.c: the narrow tile kernel with AVX-512 (F + BW).
  *
- * The AVX2 kernel (cpu_kernel_avx2.c) with 16 lanes per vector; signs and the special lanes
- * use mask registers, as AVX-512 has no vpsignd. Called only when the CPU reports avx512f and
- * avx512bw.
+ * The AVX2 kernel (cpu_kernel_avx2.c) with twice the lanes: 32 int16 columns per vector in
+ * pass 1, 16 fp32 columns in pass 2; zero tests use mask registers. Called only when the CPU
+ * reports avx512f and avx512bw.
  *
  * Built with -DMMAEMU_EMULATE_AVX512, the same source compiles against SIMDe's portable
  * implementation of the intrinsics (header-only, e.g. Debian's libsimde-dev), so that its
@@ -12,6 +12,17 @@
 #if defined(MMAEMU_EMULATE_AVX512)
 #define SIMDE_ENABLE_NATIVE_ALIASES
 #include <simde/x86/avx512.h>
+/* Conversions SIMDe 0.8 lacks, from its AVX ones (test builds only). */
+static inline __m512d mm_emu_cvtepi32_pd(__m256i x) {
+    __m512d r = _mm512_castpd256_pd512(_mm256_cvtepi32_pd(_mm256_castsi256_si128(x)));
+    return _mm512_insertf64x4(r, _mm256_cvtepi32_pd(_mm256_extracti128_si256(x, 1)), 1);
+}
+static inline __m256 mm_emu_cvtpd_ps(__m512d x) {
+    return _mm256_set_m128(_mm256_cvtpd_ps(_mm512_extractf64x4_pd(x, 1)),
+                           _mm256_cvtpd_ps(_mm512_castpd512_pd256(x)));
+}
+#define _mm512_cvtepi32_pd mm_emu_cvtepi32_pd
+#define _mm512_cvtpd_ps mm_emu_cvtpd_ps
 #define MM_AVX512
 #define MM_AVX512_INLINE static inline
 #define MM_HAVE_AVX512_KERNEL 1
@@ -24,7 +35,7 @@
 
 #if defined(MM_HAVE_AVX512_KERNEL)
 
-enum { MR = 2, NV = 2, VL = 16, W = NV * VL };
+enum { MR = 2, NV = 2, VL = 16, W = NV * VL, STRIDE = MM_CPU_PANEL_STRIDE(W) };
 
 MM_AVX512 static __m512i compose_slow(__m512i res, __m512i S, __m512i grid, __mmask16 bad,
                                       const mm_cpu_plan* p) {
@@ -37,75 +48,120 @@ MM_AVX512 static __m512i compose_slow(__m512i res, __m512i S, __m512i grid, __mm
     return _mm512_loadu_si512(out);
 }
 
+/* The block result of the split form (cpu_kernel_avx2.c's compose_split, 16 lanes). */
+MM_AVX512_INLINE __m512i compose_split(__m512i S, __m512i S2, __m512i grid, const mm_cpu_plan* p) {
+    const int keep = p->keep < 24 ? p->keep : 24;
+    const __m512i mask = _mm512_set1_epi64((int64_t)(~0ull << (53 - keep)));
+    const __m512d lo = _mm512_add_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(S)),
+                                     _mm512_cvtepi32_pd(_mm512_castsi512_si256(S2)));
+    const __m512d hi = _mm512_add_pd(_mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(S, 1)),
+                                     _mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(S2, 1)));
+    const __m256 flo = _mm512_cvtpd_ps(_mm512_castsi512_pd(_mm512_and_si512(_mm512_castpd_si512(lo), mask)));
+    const __m256 fhi = _mm512_cvtpd_ps(_mm512_castsi512_pd(_mm512_and_si512(_mm512_castpd_si512(hi), mask)));
+    const __m512i fb = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_castps_si256(flo)),
+                                          _mm256_castps_si256(fhi), 1);
+    const __mmask16 nz = _mm512_test_epi32_mask(fb, fb);
+    __m512i res = _mm512_maskz_add_epi32(nz, fb, _mm512_slli_epi32(grid, 23));
+    const __mmask16 bad = nz & (_mm512_cmpgt_epi32_mask(_mm512_set1_epi32(-126), grid) |
+                                _mm512_cmpgt_epi32_mask(grid, _mm512_set1_epi32(88)));
+    if (bad) {
+        int32_t s1[VL], s2[VL], gr[VL], o[VL];
+        _mm512_storeu_si512(s1, S);
+        _mm512_storeu_si512(s2, S2);
+        _mm512_storeu_si512(gr, grid);
+        _mm512_storeu_si512(o, res);
+        for (int l = 0; l < VL; l++)
+            if ((bad >> l) & 1) o[l] = (int32_t)mm_cpu_compose((int64_t)s1[l] + s2[l], gr[l], p->keep);
+        res = _mm512_loadu_si512(o);
+    }
+    return res;
+}
+
 MM_AVX512_INLINE void chain(const mm_cpu_plan* p, const int32_t* a, int64_t as, const int32_t* b,
-                            int64_t k0, int64_t k1, __m512i c[MR][NV]) {
+                            int64_t k0, int64_t k1, __m512i c[MR][NV], const int split) {
     const __m512i zero = _mm512_setzero_si512();
     const __m512i v_ff = _mm512_set1_epi32(0xFF), v_one = _mm512_set1_epi32(1);
     const __m512i v_127 = _mm512_set1_epi32(127), v_abs = _mm512_set1_epi32(0x7FFFFFFF);
-    const __m512i v_exp = _mm512_set1_epi32(0x7F800000);
-    const __m512i v_mant = _mm512_set1_epi32(0x7FFFFF), v_hidden = _mm512_set1_epi32(0x800000);
     const __m512i v_zero_c = _mm512_set1_epi32(MM_CPU_ZERO_C_EXP);
+    const __m512i v_floor = _mm512_set1_epi32(MM_CPU_E_FLOOR);
+    const __m512i v_scale = _mm512_set1_epi32(127 + p->frac);
     const __m512i keep_mask = _mm512_set1_epi32((int32_t)p->keep_mask);
-    const __m512i prod_shift = _mm512_set1_epi32(p->prod_shift);
-    const __m512i c_shift = _mm512_set1_epi32(p->c_shift), frac = _mm512_set1_epi32(p->frac);
+    const __m512i frac = _mm512_set1_epi32(p->frac);
     const __m512i grid_lo = _mm512_set1_epi32(-126), grid_hi = _mm512_set1_epi32(104);
-    const int64_t bs = 2 * W;
+    const __m512i e16_init = _mm512_set1_epi16(-32768);
     for (int r = 0; r < MR; r++)
         for (int v = 0; v < NV; v++) c[r][v] = zero;
     for (int64_t kb = k0; kb < k1; kb += p->block) {
         const int n = (int)(k1 - kb < p->block ? k1 - kb : p->block);
         const int32_t* ak = a + 2 * kb;
-        const int32_t* bk = b + kb * bs;
-        __m512i E[MR][NV], ce[MR][NV], S[MR][NV];
-        for (int r = 0; r < MR; r++)
-            for (int v = 0; v < NV; v++) {
-                const __m512i field = _mm512_and_si512(_mm512_srli_epi32(c[r][v], 23), v_ff);
-                const __m512i e = _mm512_sub_epi32(_mm512_max_epi32(field, v_one), v_127);
-                const __mmask16 czero = _mm512_cmpeq_epi32_mask(_mm512_and_si512(c[r][v], v_abs), zero);
-                ce[r][v] = _mm512_mask_mov_epi32(e, czero, v_zero_c);
-                E[r][v] = ce[r][v];
-            }
+        const int32_t* bk = b + kb * STRIDE;
+        /* Pass 1: the products' largest alignment exponent, 32 columns per int16 vector. */
+        __m512i E16[MR];
+        for (int r = 0; r < MR; r++) E16[r] = e16_init;
         for (int k = 0; k < n; k++) {
-            __m512i eb[NV];
-            for (int v = 0; v < NV; v++) eb[v] = _mm512_loadu_si512(bk + k * bs + v * VL);
+            const __m512i eb = _mm512_loadu_si512(bk + k * STRIDE);
             for (int r = 0; r < MR; r++) {
-                const __m512i ea = _mm512_set1_epi32(ak[r * as + 2 * k]);
-                for (int v = 0; v < NV; v++)
-                    E[r][v] = _mm512_max_epi32(E[r][v], _mm512_add_epi32(ea, eb[v]));
+                const __m512i ea = _mm512_set1_epi16((int16_t)ak[r * as + 2 * k]);
+                E16[r] = _mm512_max_epi16(E16[r], _mm512_add_epi16(ea, eb));
             }
         }
-        for (int r = 0; r < MR; r++)
+        /* E with C's exponent, s = 2^(frac - E), S = trunc(C * s). */
+        __m512i E[MR][NV], S[MR][NV];
+        __m512 s[MR][NV];
+        for (int r = 0; r < MR; r++) {
+            const __m512i ep[NV] = {_mm512_cvtepi16_epi32(_mm512_castsi512_si256(E16[r])),
+                                    _mm512_cvtepi16_epi32(_mm512_extracti64x4_epi64(E16[r], 1))};
             for (int v = 0; v < NV; v++) {
                 const __m512i cb = c[r][v];
-                const __mmask16 normal = _mm512_test_epi32_mask(cb, v_exp);
-                const __m512i cm = _mm512_mask_or_epi32(_mm512_and_si512(cb, v_mant), normal,
-                                                        _mm512_and_si512(cb, v_mant), v_hidden);
-                const __m512i cnt = _mm512_add_epi32(_mm512_sub_epi32(E[r][v], ce[r][v]), c_shift);
-                const __m512i t = _mm512_srlv_epi32(cm, cnt);
-                S[r][v] = _mm512_mask_sub_epi32(t, _mm512_cmpgt_epi32_mask(zero, cb), zero, t);
-                E[r][v] = _mm512_add_epi32(E[r][v], prod_shift);
+                const __m512i field = _mm512_and_si512(_mm512_srli_epi32(cb, 23), v_ff);
+                const __mmask16 czero = _mm512_cmpeq_epi32_mask(_mm512_and_si512(cb, v_abs), zero);
+                const __m512i ce = _mm512_mask_mov_epi32(_mm512_sub_epi32(_mm512_max_epi32(field, v_one), v_127),
+                                                         czero, v_zero_c);
+                E[r][v] = _mm512_max_epi32(ep[v], ce);
+                const __m512i ef = _mm512_max_epi32(E[r][v], v_floor);
+                s[r][v] = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_sub_epi32(v_scale, ef), 23));
+                S[r][v] = _mm512_cvttps_epi32(_mm512_mul_ps(_mm512_castsi512_ps(cb), s[r][v]));
             }
-        for (int k = 0; k < n; k++) {
-            __m512i eb[NV], sb[NV];
-            for (int v = 0; v < NV; v++) {
-                eb[v] = _mm512_loadu_si512(bk + k * bs + v * VL);
-                sb[v] = _mm512_loadu_si512(bk + k * bs + W + v * VL);
-            }
+        }
+        /* Pass 2: every product cut toward zero to the grid, summed exactly (split: the
+         * second half of the block into S2). */
+        const int h = split ? (n + 1) / 2 : n;
+        for (int k = 0; k < h; k++) {
+            const float* vb = (const float*)(bk + k * STRIDE + W / 2);
+            __m512 bv[NV];
+            for (int v = 0; v < NV; v++) bv[v] = _mm512_loadu_ps(vb + v * VL);
             for (int r = 0; r < MR; r++) {
-                const __m512i ea = _mm512_set1_epi32(ak[r * as + 2 * k]);
-                const __m512i sa = _mm512_set1_epi32(ak[r * as + 2 * k + 1]);
+                const __m512 av = _mm512_set1_ps(mm_bits_f32((uint32_t)ak[r * as + 2 * k + 1]));
                 for (int v = 0; v < NV; v++) {
-                    const __m512i cnt = _mm512_sub_epi32(E[r][v], _mm512_add_epi32(ea, eb[v]));
-                    const __m512i prod = _mm512_madd_epi16(sa, sb[v]);
-                    const __m512i t = _mm512_srlv_epi32(_mm512_abs_epi32(prod), cnt);
-                    const __mmask16 neg = _mm512_cmpgt_epi32_mask(zero, prod);
-                    S[r][v] = _mm512_add_epi32(S[r][v], _mm512_mask_sub_epi32(t, neg, zero, t));
+                    const __m512 q = _mm512_mul_ps(_mm512_mul_ps(av, bv[v]), s[r][v]);
+                    S[r][v] = _mm512_add_epi32(S[r][v], _mm512_cvttps_epi32(q));
                 }
             }
         }
+        __m512i S2[MR][NV];
+        for (int r = 0; r < MR; r++)
+            for (int v = 0; v < NV; v++) S2[r][v] = zero;
+        for (int k = h; k < n; k++) {
+            const float* vb = (const float*)(bk + k * STRIDE + W / 2);
+            __m512 bv[NV];
+            for (int v = 0; v < NV; v++) bv[v] = _mm512_loadu_ps(vb + v * VL);
+            for (int r = 0; r < MR; r++) {
+                const __m512 av = _mm512_set1_ps(mm_bits_f32((uint32_t)ak[r * as + 2 * k + 1]));
+                for (int v = 0; v < NV; v++) {
+                    const __m512 q = _mm512_mul_ps(_mm512_mul_ps(av, bv[v]), s[r][v]);
+                    S2[r][v] = _mm512_add_epi32(S2[r][v], _mm512_cvttps_epi32(q));
+                }
+            }
+        }
+        if (split) {
+            for (int r = 0; r < MR; r++)
+                for (int v = 0; v < NV; v++)
+                    c[r][v] = compose_split(S[r][v], S2[r][v], _mm512_sub_epi32(E[r][v], frac), p);
+            continue;
+        }
         for (int r = 0; r < MR; r++)
             for (int v = 0; v < NV; v++) {
-                const __m512i grid = _mm512_sub_epi32(_mm512_sub_epi32(E[r][v], prod_shift), frac);
+                const __m512i grid = _mm512_sub_epi32(E[r][v], frac);
                 const __m512i f = _mm512_and_si512(_mm512_castps_si512(_mm512_cvtepi32_ps(S[r][v])), keep_mask);
                 const __mmask16 nz = _mm512_test_epi32_mask(S[r][v], S[r][v]);
                 __m512i res = _mm512_maskz_add_epi32(nz, f, _mm512_slli_epi32(grid, 23));
@@ -117,11 +173,12 @@ MM_AVX512_INLINE void chain(const mm_cpu_plan* p, const int32_t* a, int64_t as, 
     }
 }
 
-MM_AVX512 static void tile(const mm_cpu_plan* p, const int32_t* a, int64_t as, const int32_t* b,
-                           int64_t k0, int64_t k1, float* acc) {
+MM_AVX512_INLINE void tile_impl(const mm_cpu_plan* p, const int32_t* a, int64_t as,
+                                const int32_t* b, int64_t k0, int64_t k1, float* acc,
+                                const int split) {
     __m512i c[MR][NV];
     if (p->fast) {
-        chain(p, a, as, b, k0, k1, c);
+        chain(p, a, as, b, k0, k1, c, split);
         for (int r = 0; r < MR; r++)
             for (int v = 0; v < NV; v++) _mm512_storeu_si512(acc + r * W + v * VL, c[r][v]);
         return;
@@ -131,7 +188,7 @@ MM_AVX512 static void tile(const mm_cpu_plan* p, const int32_t* a, int64_t as, c
     for (int r = 0; r < MR; r++)
         for (int v = 0; v < NV; v++) main_acc[r][v] = _mm512_setzero_ps();
     for (int64_t k = k0; k < k1; k += interval) {
-        chain(p, a, as, b, k, k1 - k < interval ? k1 : k + interval, c);
+        chain(p, a, as, b, k, k1 - k < interval ? k1 : k + interval, c, split);
         for (int r = 0; r < MR; r++) /* the promotion: an IEEE fp32 add, round to nearest */
             for (int v = 0; v < NV; v++) main_acc[r][v] = _mm512_add_ps(main_acc[r][v], _mm512_castsi512_ps(c[r][v]));
     }
@@ -139,8 +196,18 @@ MM_AVX512 static void tile(const mm_cpu_plan* p, const int32_t* a, int64_t as, c
         for (int v = 0; v < NV; v++) _mm512_storeu_ps(acc + r * W + v * VL, main_acc[r][v]);
 }
 
-const mm_cpu_kernel mm_cpu_kernel_avx512 = {"avx512", MR, W, tile};
+MM_AVX512 static void tile(const mm_cpu_plan* p, const int32_t* a, int64_t as, const int32_t* b,
+                           int64_t k0, int64_t k1, float* acc) {
+    tile_impl(p, a, as, b, k0, k1, acc, 0);
+}
+
+MM_AVX512 static void tile_split(const mm_cpu_plan* p, const int32_t* a, int64_t as,
+                                 const int32_t* b, int64_t k0, int64_t k1, float* acc) {
+    tile_impl(p, a, as, b, k0, k1, acc, 1);
+}
+
+const mm_cpu_kernel mm_cpu_kernel_avx512 = {"avx512", MR, W, tile, tile_split};
 
 #else
-const mm_cpu_kernel mm_cpu_kernel_avx512 = {"avx512", 1, 1, 0};
+const mm_cpu_kernel mm_cpu_kernel_avx512 = {"avx512", 1, 1, 0, 0};
 #endif

@@ -2,56 +2,41 @@
  *
  * The narrow kernels need every block sum below 2^24. Presets with more grid bits (b200:
  * frac 25, so one product term alone reaches 2^27) or parameters not known yet take this
- * kernel: the same two passes over each block, with int64 sums and the header's own
- * mm_shift_trunc / mm_compose_f32, so it is exact for frac <= 30, keep <= 40, block <= 64
- * (terms below 2^35, sums below 2^42). Plain C; compilers vectorise the lane loops. */
+ * kernel: the same block formula (cpu_fast.h) with the scaling and truncation in fp64 and
+ * int64 sums, exact for every preset mmaemu_gemm_check accepts (frac <= 30, block <= 64:
+ * a term is below 2^32, a sum below 2^39; fp64 holds a product times a power of two exactly).
+ * The result is composed by mm_cpu_compose, i.e. the header's mm_compose_f32. */
 #include "cpu_fast.h"
 
-enum { MR = 2, W = 16 };
-
-static inline int32_t panel_sig(int32_t w) { return ((w & 0xFFFF) ^ 0x8000) - 0x8000; }
-
-static inline int32_t c_exponent(uint32_t cb) {
-    if ((cb & 0x7FFFFFFFu) == 0) return MM_CPU_ZERO_C_EXP;
-    const int32_t field = (int32_t)((cb >> 23) & 0xFFu);
-    return (field ? field : 1) - 127;
-}
+enum { MR = 2, W = 16, STRIDE = MM_CPU_PANEL_STRIDE(W) };
 
 static void block(const mm_cpu_plan* p, const int32_t* a, int64_t as, const int32_t* b,
                   int64_t kb, int n, uint32_t c[MR][W]) {
     int32_t E[MR][W];
     int64_t S[MR][W];
+    double s[MR][W];
     for (int r = 0; r < MR; r++)
-        for (int l = 0; l < W; l++) E[r][l] = c_exponent(c[r][l]);
+        for (int l = 0; l < W; l++) E[r][l] = mm_cpu_c_exponent(c[r][l]);
     for (int64_t k = kb; k < kb + n; k++) {
-        const int32_t* bk = b + k * 2 * W;
+        const int16_t* eb = (const int16_t*)(b + k * STRIDE);
         for (int r = 0; r < MR; r++) {
             const int32_t ea = a[r * as + 2 * k];
             for (int l = 0; l < W; l++) {
-                const int32_t e = ea + bk[l];
+                const int32_t e = ea + eb[l];
                 E[r][l] = e > E[r][l] ? e : E[r][l];
             }
         }
     }
     for (int r = 0; r < MR; r++)
         for (int l = 0; l < W; l++) {
-            const uint32_t cb = c[r][l];
-            const uint64_t cm = (cb & 0x7FFFFFu) | ((cb & 0x7F800000u) ? 0x800000u : 0u);
-            const int32_t grid = E[r][l] - p->frac;
-            const int64_t t = (int64_t)mm_shift_trunc(cm, c_exponent(cb) - 23 - grid);
-            S[r][l] = (cb >> 31) ? -t : t;
+            s[r][l] = (double)mm_cpu_scale(E[r][l], p->frac);
+            S[r][l] = (int64_t)((double)mm_bits_f32(c[r][l]) * s[r][l]);
         }
     for (int64_t k = kb; k < kb + n; k++) {
-        const int32_t* bk = b + k * 2 * W;
+        const float* vb = (const float*)(b + k * STRIDE + W / 2);
         for (int r = 0; r < MR; r++) {
-            const int32_t ea = a[r * as + 2 * k], sa = a[r * as + 2 * k + 1];
-            for (int l = 0; l < W; l++) {
-                const int32_t prod = sa * panel_sig(bk[W + l]); /* P << 16 */
-                const uint64_t P = (uint64_t)(prod < 0 ? -prod : prod) >> 16;
-                const int32_t d = E[r][l] - (ea + bk[l]);
-                const int64_t t = (int64_t)mm_shift_trunc(P, p->sh0 - d);
-                S[r][l] += prod < 0 ? -t : t;
-            }
+            const float va = mm_bits_f32((uint32_t)a[r * as + 2 * k + 1]);
+            for (int l = 0; l < W; l++) S[r][l] += (int64_t)((double)(va * vb[l]) * s[r][l]);
         }
     }
     for (int r = 0; r < MR; r++)
@@ -84,4 +69,4 @@ static void tile(const mm_cpu_plan* p, const int32_t* a, int64_t as, const int32
     }
 }
 
-const mm_cpu_kernel mm_cpu_kernel_wide = {"wide", MR, W, tile};
+const mm_cpu_kernel mm_cpu_kernel_wide = {"wide", MR, W, tile, 0};
