@@ -231,20 +231,35 @@ def _simde_include():
     return None
 
 
-def test_avx512_kernel_on_emulated_intrinsics(tmp_path):
-    """The AVX-512 kernel's source built against SIMDe (portable C for every intrinsic) and
-    compared with the reference by test/cpu_simd_check.c. Runs on CPUs without AVX-512."""
+def _build_simd_check(tmp_path, extra_flags):
     cc = shutil.which(os.environ.get("CC", "gcc")) or shutil.which("cc")
-    include = _simde_include()
-    if not cc or not include:
-        pytest.skip("needs a C compiler and SIMDe >= 0.8 headers (pip install simde-py)")
+    if not cc:
+        pytest.skip("needs a C compiler")
     csrc = ROOT / "csrc"
     sources = [ROOT / "test" / "cpu_simd_check.c", csrc / "core.c", csrc / "reference.c"]
     sources += sorted(csrc.glob("cpu_*.c"))
     exe = tmp_path / "cpu_simd_check"
     subprocess.run([cc, "-std=c11", "-O1", "-ffp-contract=off", "-fno-fast-math", "-w",
-                    "-DMMAEMU_EMULATE_AVX512", f"-I{include}", f"-I{csrc}", *map(str, sources),
-                    "-o", str(exe), "-lpthread"], check=True, timeout=300)
+                    *extra_flags, f"-I{csrc}", *map(str, sources), "-o", str(exe), "-lpthread"],
+                   check=True, timeout=300)
+    return exe
+
+
+def test_random_preset_parameters_in_c(tmp_path):
+    """Presets with any parameters the plan checks accept (block 1..64, frac 0..30, keep 1..40),
+    which reach the narrow, split and wide kernels; test/cpu_simd_check.c against the reference."""
+    exe = _build_simd_check(tmp_path, [])
+    run = subprocess.run([str(exe), "150", "2024"], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and " 0 failures" in run.stdout, run.stdout + run.stderr
+
+
+def test_avx512_kernel_on_emulated_intrinsics(tmp_path):
+    """The AVX-512 kernel's source built against SIMDe (portable C for every intrinsic) and
+    compared with the reference by test/cpu_simd_check.c. Runs on CPUs without AVX-512."""
+    include = _simde_include()
+    if not include:
+        pytest.skip("needs SIMDe >= 0.8 headers (pip install simde-py)")
+    exe = _build_simd_check(tmp_path, ["-DMMAEMU_EMULATE_AVX512", f"-I{include}"])
     run = subprocess.run([str(exe), "150", "12345"], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0 and " 0 failures" in run.stdout, run.stdout + run.stderr
     assert "avx512 0" not in run.stdout  # the emulated kernel really ran
