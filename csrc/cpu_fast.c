@@ -19,6 +19,7 @@
  * this CPU lacks or an unknown name is an error (MM_ERR_CPU_SIMD), never a silent fallback.
  * Presets with more grid bits than hopper and ada (b200) run the SIMD kernels' split form (AVX2,
  * AVX-512), else the wide kernel (plain C, int64 sums, any preset). */
+#include <fenv.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -193,6 +194,7 @@ typedef struct {
     int64_t panels, chunk_rows, chunks;
     atomic_llong next_item;
     atomic_int finished; /* workers that ran out of items: then every item is done */
+    fenv_t fenv;         /* the caller's: the fp32 adds of every thread round as the reference's */
 } mm_cpu_job;
 
 /* The reduced accumulators of one tile (mm_dot over the splits) into acc. */
@@ -238,6 +240,7 @@ static void tile_dot(const mm_cpu_job* job, const int32_t* a, const int32_t* pan
 
 static void* worker(void* arg) {
     mm_cpu_job* job = (mm_cpu_job*)arg;
+    fesetenv(&job->fenv);
     const mm_gemm* g = job->g;
     const int mr = job->kern->mr, w = job->kern->w, n = mr * w;
     int32_t* panel = malloc(sizeof(int32_t) * (size_t)(MM_CPU_PANEL_STRIDE(w) * (g->K > 0 ? g->K : 1)));
@@ -308,6 +311,7 @@ int mmaemu_gemm_cpu(const mm_gemm* g, int threads) {
     mm_cpu_job* job = calloc(1, sizeof(mm_cpu_job));
     if (!job) return MM_ERR_NO_MEMORY;
     job->g = g;
+    fegetenv(&job->fenv);
     plan_make(g, &job->plan);
     if (plan_is_narrow(g)) {
         job->kern = narrow;

@@ -240,7 +240,7 @@ def _build_simd_check(tmp_path, extra_flags):
     sources += sorted(csrc.glob("cpu_*.c"))
     exe = tmp_path / "cpu_simd_check"
     subprocess.run([cc, "-std=c11", "-O1", "-ffp-contract=off", "-fno-fast-math", "-w",
-                    *extra_flags, f"-I{csrc}", *map(str, sources), "-o", str(exe), "-lpthread"],
+                    *extra_flags, f"-I{csrc}", *map(str, sources), "-o", str(exe), "-lpthread", "-lm"],
                    check=True, timeout=300)
     return exe
 
