@@ -141,13 +141,13 @@ static void decode_a(const mm_gemm* g, const mm_cpu_lut* t, int64_t m_pad, int32
         if (i < g->M) {
             const uint8_t* src = g->a + i * g->lda;
             for (int64_t k = 0; k < K; k++) {
-                row[2 * k] = t->e[src[k]];
+                row[2 * k] = mm_cpu_a_word(t->e[src[k]]);
                 row[2 * k + 1] = (int32_t)mm_f32_bits(t->v[src[k]]);
                 special |= t->special[src[k]];
             }
         } else {
             for (int64_t k = 0; k < K; k++) {
-                row[2 * k] = MM_CPU_ZERO_EXP;
+                row[2 * k] = mm_cpu_a_word(MM_CPU_ZERO_EXP);
                 row[2 * k + 1] = 0;
             }
         }

@@ -19,7 +19,8 @@
  * for a zero (and for NaN/Inf, whose outputs the driver recomputes with the reference); v = the
  * FP8 value as fp32 (0 for zero, NaN and Inf).
  *
- * Layouts. A (broadcast operand): row i, element k: a[i * a_stride + 2k] = e (int32),
+ * Layouts. A (broadcast operand): row i, element k: a[i * a_stride + 2k] = e as int16 in both
+ * halves of the int32 word (a 32-bit broadcast gives the int16 lanes; mm_cpu_a_exp reads it),
  * a[... + 2k + 1] = v (fp32 bits). B panel of W columns, one record of MM_CPU_PANEL_STRIDE(W)
  * int32 words per k: W int16 exponents, then W fp32 values. */
 #ifndef MMAEMU_CPU_FAST_H
@@ -37,6 +38,14 @@
  * >= -28, and a non-zero C, an earlier block result, is >= 2^(-28 - frac) >= 2^-58); its
  * sum is 0 whatever E is. */
 #define MM_CPU_E_FLOOR (-90)
+
+/* The exponent in an A word (its low int16). */
+static inline int32_t mm_cpu_a_exp(int32_t word) { return ((word & 0xFFFF) ^ 0x8000) - 0x8000; }
+
+/* An A exponent word: e as int16 in both halves. */
+static inline int32_t mm_cpu_a_word(int32_t e) {
+    return (int32_t)(((uint32_t)e & 0xFFFFu) * 0x10001u);
+}
 
 /* int32 words per k in a B panel of w columns. */
 #define MM_CPU_PANEL_STRIDE(w) ((w) / 2 + (w))

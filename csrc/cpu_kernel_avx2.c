@@ -17,28 +17,44 @@
 #define MM_AVX2 __attribute__((target("avx2")))
 #define MM_AVX2_INLINE __attribute__((target("avx2"), always_inline)) static inline
 
-#ifndef MM_AVX2_MR
-#define MM_AVX2_MR 2
-#define MM_AVX2_NV 2
-#endif
-enum { MR = MM_AVX2_MR, NV = MM_AVX2_NV, VL = 8, W = NV * VL, STRIDE = MM_CPU_PANEL_STRIDE(W) };
+/* 4 rows x 16 columns: pass 1 holds a row's 16 columns in one int16 vector (NV = 2 fp32
+ * vectors in pass 2); 4 rows share each panel load (MR = 2 ran slower here, the panel being
+ * read from L2 in pass 1). */
+enum { MR = 4, NV = 2, VL = 8, W = NV * VL, STRIDE = MM_CPU_PANEL_STRIDE(W) };
 
-/* Lanes whose fast exponent arithmetic would leave the normal range: composed exactly. */
-MM_AVX2 static __m256i compose_slow(__m256i res, __m256i S, __m256i grid, __m256i bad,
-                                    const mm_cpu_plan* p) {
-    int32_t s[VL], gr[VL], b[VL], out[VL];
-    _mm256_storeu_si256((__m256i*)s, S);
-    _mm256_storeu_si256((__m256i*)gr, grid);
-    _mm256_storeu_si256((__m256i*)b, bad);
-    _mm256_storeu_si256((__m256i*)out, res);
-    for (int l = 0; l < VL; l++)
-        if (b[l]) out[l] = (int32_t)mm_cpu_compose(s[l], gr[l], p->keep);
-    return _mm256_loadu_si256((const __m256i*)out);
+/* The grid exponent E - frac of a block from its scale s = 2^(frac - E). */
+MM_AVX2_INLINE __m256i grid_of(__m256 s) {
+    return _mm256_sub_epi32(_mm256_set1_epi32(127), _mm256_srli_epi32(_mm256_castps_si256(s), 23));
+}
+
+/* Lanes whose fast exponent arithmetic would leave the normal range (never for FP8 operands
+ * and hopper/ada/b200, kept for any preset): composed exactly from the integer sums. Called
+ * rarely and outside the hot loops, so the sums stay in registers there. S2 may be NULL. */
+MM_AVX2 __attribute__((noinline)) static void compose_fix(__m256i c[MR][NV], const __m256i S[MR][NV],
+                                                         const __m256i* S2, const __m256 s[MR][NV],
+                                                         int grid_hi, const mm_cpu_plan* p) {
+    for (int r = 0; r < MR; r++)
+        for (int v = 0; v < NV; v++) {
+            int32_t s1[VL], s2[VL], gr[VL], o[VL];
+            _mm256_storeu_si256((__m256i*)s1, S[r][v]);
+            _mm256_storeu_si256((__m256i*)s2, S2 ? S2[r * NV + v] : _mm256_setzero_si256());
+            _mm256_storeu_si256((__m256i*)gr, grid_of(s[r][v]));
+            _mm256_storeu_si256((__m256i*)o, c[r][v]);
+            for (int l = 0; l < VL; l++) {
+                const int64_t sum = (int64_t)s1[l] + s2[l];
+                if (sum != 0 && (gr[l] < -126 || gr[l] > grid_hi))
+                    o[l] = (int32_t)mm_cpu_compose(sum, gr[l], p->keep);
+            }
+            c[r][v] = _mm256_loadu_si256((const __m256i*)o);
+        }
 }
 
 /* The block result of the split form: D = S + S2 exactly in fp64, its `keep` leading bits
- * (fp64 mantissa masked), to fp32 (exact: at most 24 significant bits), exponent + grid. */
-MM_AVX2_INLINE __m256i compose_split(__m256i S, __m256i S2, __m256i grid, const mm_cpu_plan* p) {
+ * (fp64 mantissa masked), to fp32 (exact: at most 24 significant bits), exponent + grid.
+ * Lanes the fast form cannot compose are flagged in *bad (|D| < 2^40: exponent field <= 166,
+ * so grid in [-126, 88] keeps the result normal). */
+MM_AVX2_INLINE __m256i compose_split(__m256i S, __m256i S2, __m256i grid, const mm_cpu_plan* p,
+                                     __m256i* bad) {
     const int keep = p->keep < 24 ? p->keep : 24;
     const __m256d mask = _mm256_castsi256_pd(_mm256_set1_epi64x((int64_t)(~0ull << (53 - keep))));
     const __m256d lo = _mm256_add_pd(_mm256_cvtepi32_pd(_mm256_castsi256_si128(S)),
@@ -49,23 +65,45 @@ MM_AVX2_INLINE __m256i compose_split(__m256i S, __m256i S2, __m256i grid, const 
                                      _mm256_cvtpd_ps(_mm256_and_pd(lo, mask)));
     const __m256i fb = _mm256_castps_si256(f), zero = _mm256_setzero_si256();
     const __m256i dzero = _mm256_cmpeq_epi32(fb, zero);
-    __m256i res = _mm256_andnot_si256(dzero, _mm256_add_epi32(fb, _mm256_slli_epi32(grid, 23)));
-    /* |D| < 2^40: exponent field <= 166, so grid in [-126, 88] keeps the result normal. */
     const __m256i out = _mm256_or_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(-126), grid),
                                         _mm256_cmpgt_epi32(grid, _mm256_set1_epi32(88)));
-    const __m256i bad = _mm256_andnot_si256(dzero, out);
-    if (!_mm256_testz_si256(bad, bad)) {
-        int32_t s1[VL], s2[VL], gr[VL], bd[VL], o[VL];
-        _mm256_storeu_si256((__m256i*)s1, S);
-        _mm256_storeu_si256((__m256i*)s2, S2);
-        _mm256_storeu_si256((__m256i*)gr, grid);
-        _mm256_storeu_si256((__m256i*)bd, bad);
-        _mm256_storeu_si256((__m256i*)o, res);
-        for (int l = 0; l < VL; l++)
-            if (bd[l]) o[l] = (int32_t)mm_cpu_compose((int64_t)s1[l] + s2[l], gr[l], p->keep);
-        res = _mm256_loadu_si256((const __m256i*)o);
+    *bad = _mm256_or_si256(*bad, _mm256_andnot_si256(dzero, out));
+    return _mm256_andnot_si256(dzero, _mm256_add_epi32(fb, _mm256_slli_epi32(grid, 23)));
+}
+
+/* compose_fix on copies: the arrays of the hot loops never have their address taken, so the
+ * compiler keeps them in registers. */
+MM_AVX2_INLINE void fix_lanes(__m256i c[MR][NV], __m256i S[MR][NV], __m256i (*S2)[NV],
+                              __m256 s[MR][NV], int grid_hi, const mm_cpu_plan* p) {
+    __m256i cc[MR][NV], SS[MR][NV], SS2[MR][NV];
+    __m256 ss[MR][NV];
+    for (int r = 0; r < MR; r++)
+        for (int v = 0; v < NV; v++) {
+            cc[r][v] = c[r][v];
+            SS[r][v] = S[r][v];
+            SS2[r][v] = S2 ? S2[r][v] : _mm256_setzero_si256();
+            ss[r][v] = s[r][v];
+        }
+    compose_fix(cc, SS, &SS2[0][0], ss, grid_hi, p);
+    for (int r = 0; r < MR; r++)
+        for (int v = 0; v < NV; v++) c[r][v] = cc[r][v];
+}
+
+/* Pass 2 over k in [k_begin, k_end) of a block: S += trunc((a * b) * s). */
+MM_AVX2_INLINE void pass2(const int32_t* ak, int64_t as, const int32_t* bk, int k_begin,
+                          int k_end, const __m256 s[MR][NV], __m256i S[MR][NV]) {
+    for (int k = k_begin; k < k_end; k++) {
+        const float* vb = (const float*)(bk + k * STRIDE + W / 2);
+        __m256 bv[NV];
+        for (int v = 0; v < NV; v++) bv[v] = _mm256_loadu_ps(vb + v * VL);
+        for (int r = 0; r < MR; r++) {
+            const __m256 av = _mm256_broadcast_ss((const float*)(ak + r * as + 2 * k + 1));
+            for (int v = 0; v < NV; v++) {
+                const __m256 q = _mm256_mul_ps(_mm256_mul_ps(av, bv[v]), s[r][v]);
+                S[r][v] = _mm256_add_epi32(S[r][v], _mm256_cvttps_epi32(q));
+            }
+        }
     }
-    return res;
 }
 
 /* Blocks over [k0, k1) from C = +0 for the tile; c receives the chain's fp32 bits.
@@ -81,7 +119,6 @@ MM_AVX2_INLINE void chain(const mm_cpu_plan* p, const int32_t* a, int64_t as, co
     const __m256i v_floor = _mm256_set1_epi32(MM_CPU_E_FLOOR);
     const __m256i v_scale = _mm256_set1_epi32(127 + p->frac);
     const __m256i keep_mask = _mm256_set1_epi32((int32_t)p->keep_mask);
-    const __m256i frac = _mm256_set1_epi32(p->frac);
     const __m256i grid_lo = _mm256_set1_epi32(-126), grid_hi = _mm256_set1_epi32(104);
     const __m256i e16_init = _mm256_set1_epi16(-32768);
     for (int r = 0; r < MR; r++)
@@ -90,19 +127,30 @@ MM_AVX2_INLINE void chain(const mm_cpu_plan* p, const int32_t* a, int64_t as, co
         const int n = (int)(k1 - kb < p->block ? k1 - kb : p->block);
         const int32_t* ak = a + 2 * kb;
         const int32_t* bk = b + kb * STRIDE;
-        /* Pass 1: the products' largest alignment exponent, 16 columns per int16 vector. */
-        __m256i E16[MR];
-        for (int r = 0; r < MR; r++) E16[r] = e16_init;
-#pragma GCC unroll 4
-        for (int k = 0; k < n; k++) {
-            const __m256i eb = _mm256_loadu_si256((const __m256i*)(bk + k * STRIDE));
+        /* Pass 1: the products' largest alignment exponent, 16 columns per int16 vector; even
+         * and odd k in separate maxima, so two max chains run at once. */
+        __m256i E16[MR], E16b[MR];
+        for (int r = 0; r < MR; r++) E16[r] = E16b[r] = e16_init;
+        int k = 0;
+        for (; k + 1 < n; k += 2) {
+            const __m256i eb0 = _mm256_loadu_si256((const __m256i*)(bk + k * STRIDE));
+            const __m256i eb1 = _mm256_loadu_si256((const __m256i*)(bk + (k + 1) * STRIDE));
             for (int r = 0; r < MR; r++) {
-                const __m256i ea = _mm256_set1_epi16((int16_t)ak[r * as + 2 * k]);
-                E16[r] = _mm256_max_epi16(E16[r], _mm256_add_epi16(ea, eb));
+                const __m256i ea0 = _mm256_set1_epi32(ak[r * as + 2 * k]);
+                const __m256i ea1 = _mm256_set1_epi32(ak[r * as + 2 * k + 2]);
+                E16[r] = _mm256_max_epi16(E16[r], _mm256_add_epi16(ea0, eb0));
+                E16b[r] = _mm256_max_epi16(E16b[r], _mm256_add_epi16(ea1, eb1));
             }
         }
-        /* E with C's exponent, s = 2^(frac - E), S = trunc(C * s). */
-        __m256i E[MR][NV], S[MR][NV];
+        if (k < n) {
+            const __m256i eb0 = _mm256_loadu_si256((const __m256i*)(bk + k * STRIDE));
+            for (int r = 0; r < MR; r++)
+                E16[r] = _mm256_max_epi16(E16[r], _mm256_add_epi16(_mm256_set1_epi32(ak[r * as + 2 * k]), eb0));
+        }
+        for (int r = 0; r < MR; r++) E16[r] = _mm256_max_epi16(E16[r], E16b[r]);
+        /* E with C's exponent, s = 2^(frac - E), S = trunc(C * s). E itself is not kept: the
+         * grid is recovered from s (exact unless E was raised to the floor, and then S = 0). */
+        __m256i S[MR][NV];
         __m256 s[MR][NV];
         for (int r = 0; r < MR; r++) {
             const __m256i ep[NV] = {_mm256_cvtepi16_epi32(_mm256_castsi256_si128(E16[r])),
@@ -112,60 +160,39 @@ MM_AVX2_INLINE void chain(const mm_cpu_plan* p, const int32_t* a, int64_t as, co
                 const __m256i field = _mm256_and_si256(_mm256_srli_epi32(cb, 23), v_ff);
                 const __m256i ce = _mm256_blendv_epi8(_mm256_sub_epi32(_mm256_max_epi32(field, v_one), v_127), v_zero_c,
                                                       _mm256_cmpeq_epi32(_mm256_and_si256(cb, v_abs), zero));
-                E[r][v] = _mm256_max_epi32(ep[v], ce);
-                const __m256i ef = _mm256_max_epi32(E[r][v], v_floor);
+                const __m256i ef = _mm256_max_epi32(_mm256_max_epi32(ep[v], ce), v_floor);
                 s[r][v] = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_sub_epi32(v_scale, ef), 23));
                 S[r][v] = _mm256_cvttps_epi32(_mm256_mul_ps(_mm256_castsi256_ps(cb), s[r][v]));
             }
         }
         /* Pass 2: every product cut toward zero to the grid, summed exactly. */
-        const int h = split ? (n + 1) / 2 : n;
-#pragma GCC unroll 4
-        for (int k = 0; k < h; k++) {
-            const float* vb = (const float*)(bk + k * STRIDE + W / 2);
-            __m256 bv[NV];
-            for (int v = 0; v < NV; v++) bv[v] = _mm256_loadu_ps(vb + v * VL);
-            for (int r = 0; r < MR; r++) {
-                const __m256 av = _mm256_broadcast_ss((const float*)(ak + r * as + 2 * k + 1));
-                for (int v = 0; v < NV; v++) {
-                    const __m256 q = _mm256_mul_ps(_mm256_mul_ps(av, bv[v]), s[r][v]);
-                    S[r][v] = _mm256_add_epi32(S[r][v], _mm256_cvttps_epi32(q));
-                }
-            }
-        }
-        __m256i S2[MR][NV];
-        for (int r = 0; r < MR; r++)
-            for (int v = 0; v < NV; v++) S2[r][v] = zero;
-        for (int k = h; k < n; k++) {
-            const float* vb = (const float*)(bk + k * STRIDE + W / 2);
-            __m256 bv[NV];
-            for (int v = 0; v < NV; v++) bv[v] = _mm256_loadu_ps(vb + v * VL);
-            for (int r = 0; r < MR; r++) {
-                const __m256 av = _mm256_broadcast_ss((const float*)(ak + r * as + 2 * k + 1));
-                for (int v = 0; v < NV; v++) {
-                    const __m256 q = _mm256_mul_ps(_mm256_mul_ps(av, bv[v]), s[r][v]);
-                    S2[r][v] = _mm256_add_epi32(S2[r][v], _mm256_cvttps_epi32(q));
-                }
-            }
-        }
-        if (split) {
+        if (split) { /* the block's second half into S2 */
+            __m256i S2[MR][NV];
+            for (int r = 0; r < MR; r++)
+                for (int v = 0; v < NV; v++) S2[r][v] = zero;
+            const int h = (n + 1) / 2;
+            pass2(ak, as, bk, 0, h, s, S);
+            pass2(ak, as, bk, h, n, s, S2);
+            __m256i bad = zero;
             for (int r = 0; r < MR; r++)
                 for (int v = 0; v < NV; v++)
-                    c[r][v] = compose_split(S[r][v], S2[r][v], _mm256_sub_epi32(E[r][v], frac), p);
+                    c[r][v] = compose_split(S[r][v], S2[r][v], grid_of(s[r][v]), p, &bad);
+            if (!_mm256_testz_si256(bad, bad)) fix_lanes(c, S, S2, s, 88, p);
             continue;
         }
+        pass2(ak, as, bk, 0, n, s, S);
         /* The block result: keep bits of (float)S, exponent + grid. */
+        __m256i bad = zero;
         for (int r = 0; r < MR; r++)
             for (int v = 0; v < NV; v++) {
-                const __m256i grid = _mm256_sub_epi32(E[r][v], frac);
+                const __m256i grid = grid_of(s[r][v]);
                 const __m256i f = _mm256_and_si256(_mm256_castps_si256(_mm256_cvtepi32_ps(S[r][v])), keep_mask);
                 const __m256i szero = _mm256_cmpeq_epi32(S[r][v], zero);
-                __m256i res = _mm256_andnot_si256(szero, _mm256_add_epi32(f, _mm256_slli_epi32(grid, 23)));
                 const __m256i out = _mm256_or_si256(_mm256_cmpgt_epi32(grid_lo, grid), _mm256_cmpgt_epi32(grid, grid_hi));
-                const __m256i bad = _mm256_andnot_si256(szero, out);
-                if (!_mm256_testz_si256(bad, bad)) res = compose_slow(res, S[r][v], grid, bad, p);
-                c[r][v] = res;
+                bad = _mm256_or_si256(bad, _mm256_andnot_si256(szero, out));
+                c[r][v] = _mm256_andnot_si256(szero, _mm256_add_epi32(f, _mm256_slli_epi32(grid, 23)));
             }
+        if (!_mm256_testz_si256(bad, bad)) fix_lanes(c, S, NULL, s, 104, p);
     }
 }
 

@@ -35,7 +35,8 @@ static inline __m256 mm_emu_cvtpd_ps(__m512d x) {
 
 #if defined(MM_HAVE_AVX512_KERNEL)
 
-enum { MR = 2, NV = 2, VL = 16, W = NV * VL, STRIDE = MM_CPU_PANEL_STRIDE(W) };
+/* 4 rows x 32 columns (one int16 vector per row in pass 1), as the AVX2 kernel's 4 x 16. */
+enum { MR = 4, NV = 2, VL = 16, W = NV * VL, STRIDE = MM_CPU_PANEL_STRIDE(W) };
 
 MM_AVX512 static __m512i compose_slow(__m512i res, __m512i S, __m512i grid, __mmask16 bad,
                                       const mm_cpu_plan* p) {
@@ -95,16 +96,27 @@ MM_AVX512_INLINE void chain(const mm_cpu_plan* p, const int32_t* a, int64_t as, 
         const int n = (int)(k1 - kb < p->block ? k1 - kb : p->block);
         const int32_t* ak = a + 2 * kb;
         const int32_t* bk = b + kb * STRIDE;
-        /* Pass 1: the products' largest alignment exponent, 32 columns per int16 vector. */
-        __m512i E16[MR];
-        for (int r = 0; r < MR; r++) E16[r] = e16_init;
-        for (int k = 0; k < n; k++) {
-            const __m512i eb = _mm512_loadu_si512(bk + k * STRIDE);
+        /* Pass 1: the products' largest alignment exponent, 32 columns per int16 vector; even
+         * and odd k in separate maxima. */
+        __m512i E16[MR], E16b[MR];
+        for (int r = 0; r < MR; r++) E16[r] = E16b[r] = e16_init;
+        int k = 0;
+        for (; k + 1 < n; k += 2) {
+            const __m512i eb0 = _mm512_loadu_si512(bk + k * STRIDE);
+            const __m512i eb1 = _mm512_loadu_si512(bk + (k + 1) * STRIDE);
             for (int r = 0; r < MR; r++) {
-                const __m512i ea = _mm512_set1_epi16((int16_t)ak[r * as + 2 * k]);
-                E16[r] = _mm512_max_epi16(E16[r], _mm512_add_epi16(ea, eb));
+                const __m512i ea0 = _mm512_set1_epi32(ak[r * as + 2 * k]);
+                const __m512i ea1 = _mm512_set1_epi32(ak[r * as + 2 * k + 2]);
+                E16[r] = _mm512_max_epi16(E16[r], _mm512_add_epi16(ea0, eb0));
+                E16b[r] = _mm512_max_epi16(E16b[r], _mm512_add_epi16(ea1, eb1));
             }
         }
+        if (k < n) {
+            const __m512i eb0 = _mm512_loadu_si512(bk + k * STRIDE);
+            for (int r = 0; r < MR; r++)
+                E16[r] = _mm512_max_epi16(E16[r], _mm512_add_epi16(_mm512_set1_epi32(ak[r * as + 2 * k]), eb0));
+        }
+        for (int r = 0; r < MR; r++) E16[r] = _mm512_max_epi16(E16[r], E16b[r]);
         /* E with C's exponent, s = 2^(frac - E), S = trunc(C * s). */
         __m512i E[MR][NV], S[MR][NV];
         __m512 s[MR][NV];

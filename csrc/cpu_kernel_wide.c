@@ -20,7 +20,7 @@ static void block(const mm_cpu_plan* p, const int32_t* a, int64_t as, const int3
     for (int64_t k = kb; k < kb + n; k++) {
         const int16_t* eb = (const int16_t*)(b + k * STRIDE);
         for (int r = 0; r < MR; r++) {
-            const int32_t ea = a[r * as + 2 * k];
+            const int32_t ea = mm_cpu_a_exp(a[r * as + 2 * k]);
             for (int l = 0; l < W; l++) {
                 const int32_t e = ea + eb[l];
                 E[r][l] = e > E[r][l] ? e : E[r][l];
