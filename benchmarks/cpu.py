@@ -7,6 +7,7 @@ operands (its cost per MAC does not depend on M or N) and scaled; the table says
 
     python benchmarks/cpu.py                      # the Evo-2-like shapes and 2048^3
     python benchmarks/cpu.py --shapes 512x5760x1920 --repeat 3
+    MMAEMU_CPU_SIMD=portable python benchmarks/cpu.py --threads 1
 """
 import argparse
 import os
@@ -57,7 +58,10 @@ def main():
     ap.add_argument("--ref-rows", type=int, default=8, help="reference sub-block rows")
     ap.add_argument("--ref-cols", type=int, default=64, help="reference sub-block columns")
     ap.add_argument("--extra", action="store_true", help="also ada fast and b200 fast (cpu only)")
+    ap.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (cpu and matmul)")
     args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
 
     threads = torch.get_num_threads()
     print(f"CPU: {cpu_model()}, {os.cpu_count()} logical CPUs; torch {torch.__version__}, "

@@ -47,6 +47,20 @@ static inline int32_t mm_cpu_a_word(int32_t e) {
     return (int32_t)(((uint32_t)e & 0xFFFFu) * 0x10001u);
 }
 
+/* The grid exponents (grid = E - frac) for which the kernels' fast composition (exponent
+ * field + grid) stays in the fp32 normal range: |S| < 2^24 (narrow) or < 2^40 (split) has an
+ * exponent field <= 150 or <= 166. Outside, lanes are composed by mm_cpu_compose. FP8 products
+ * never get there (grid lies in [-58, 62]); test builds narrow the range to run that path. */
+#ifndef MM_CPU_GRID_MIN
+#define MM_CPU_GRID_MIN (-126)
+#endif
+#ifndef MM_CPU_GRID_MAX_NARROW
+#define MM_CPU_GRID_MAX_NARROW 104
+#endif
+#ifndef MM_CPU_GRID_MAX_SPLIT
+#define MM_CPU_GRID_MAX_SPLIT 88
+#endif
+
 /* int32 words per k in a B panel of w columns. */
 #define MM_CPU_PANEL_STRIDE(w) ((w) / 2 + (w))
 

@@ -42,7 +42,7 @@ MM_AVX2 __attribute__((noinline)) static void compose_fix(__m256i c[MR][NV], con
             _mm256_storeu_si256((__m256i*)o, c[r][v]);
             for (int l = 0; l < VL; l++) {
                 const int64_t sum = (int64_t)s1[l] + s2[l];
-                if (sum != 0 && (gr[l] < -126 || gr[l] > grid_hi))
+                if (sum != 0 && (gr[l] < MM_CPU_GRID_MIN || gr[l] > grid_hi))
                     o[l] = (int32_t)mm_cpu_compose(sum, gr[l], p->keep);
             }
             c[r][v] = _mm256_loadu_si256((const __m256i*)o);
@@ -51,8 +51,7 @@ MM_AVX2 __attribute__((noinline)) static void compose_fix(__m256i c[MR][NV], con
 
 /* The block result of the split form: D = S + S2 exactly in fp64, its `keep` leading bits
  * (fp64 mantissa masked), to fp32 (exact: at most 24 significant bits), exponent + grid.
- * Lanes the fast form cannot compose are flagged in *bad (|D| < 2^40: exponent field <= 166,
- * so grid in [-126, 88] keeps the result normal). */
+ * Lanes the fast form cannot compose are flagged in *bad (see MM_CPU_GRID_MIN). */
 MM_AVX2_INLINE __m256i compose_split(__m256i S, __m256i S2, __m256i grid, const mm_cpu_plan* p,
                                      __m256i* bad) {
     const int keep = p->keep < 24 ? p->keep : 24;
@@ -65,8 +64,8 @@ MM_AVX2_INLINE __m256i compose_split(__m256i S, __m256i S2, __m256i grid, const 
                                      _mm256_cvtpd_ps(_mm256_and_pd(lo, mask)));
     const __m256i fb = _mm256_castps_si256(f), zero = _mm256_setzero_si256();
     const __m256i dzero = _mm256_cmpeq_epi32(fb, zero);
-    const __m256i out = _mm256_or_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(-126), grid),
-                                        _mm256_cmpgt_epi32(grid, _mm256_set1_epi32(88)));
+    const __m256i out = _mm256_or_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(MM_CPU_GRID_MIN), grid),
+                                        _mm256_cmpgt_epi32(grid, _mm256_set1_epi32(MM_CPU_GRID_MAX_SPLIT)));
     *bad = _mm256_or_si256(*bad, _mm256_andnot_si256(dzero, out));
     return _mm256_andnot_si256(dzero, _mm256_add_epi32(fb, _mm256_slli_epi32(grid, 23)));
 }
@@ -119,7 +118,7 @@ MM_AVX2_INLINE void chain(const mm_cpu_plan* p, const int32_t* a, int64_t as, co
     const __m256i v_floor = _mm256_set1_epi32(MM_CPU_E_FLOOR);
     const __m256i v_scale = _mm256_set1_epi32(127 + p->frac);
     const __m256i keep_mask = _mm256_set1_epi32((int32_t)p->keep_mask);
-    const __m256i grid_lo = _mm256_set1_epi32(-126), grid_hi = _mm256_set1_epi32(104);
+    const __m256i grid_lo = _mm256_set1_epi32(MM_CPU_GRID_MIN), grid_hi = _mm256_set1_epi32(MM_CPU_GRID_MAX_NARROW);
     const __m256i e16_init = _mm256_set1_epi16(-32768);
     for (int r = 0; r < MR; r++)
         for (int v = 0; v < NV; v++) c[r][v] = zero;
@@ -177,7 +176,7 @@ MM_AVX2_INLINE void chain(const mm_cpu_plan* p, const int32_t* a, int64_t as, co
             for (int r = 0; r < MR; r++)
                 for (int v = 0; v < NV; v++)
                     c[r][v] = compose_split(S[r][v], S2[r][v], grid_of(s[r][v]), p, &bad);
-            if (!_mm256_testz_si256(bad, bad)) fix_lanes(c, S, S2, s, 88, p);
+            if (!_mm256_testz_si256(bad, bad)) fix_lanes(c, S, S2, s, MM_CPU_GRID_MAX_SPLIT, p);
             continue;
         }
         pass2(ak, as, bk, 0, n, s, S);
@@ -192,7 +191,7 @@ MM_AVX2_INLINE void chain(const mm_cpu_plan* p, const int32_t* a, int64_t as, co
                 bad = _mm256_or_si256(bad, _mm256_andnot_si256(szero, out));
                 c[r][v] = _mm256_andnot_si256(szero, _mm256_add_epi32(f, _mm256_slli_epi32(grid, 23)));
             }
-        if (!_mm256_testz_si256(bad, bad)) fix_lanes(c, S, NULL, s, 104, p);
+        if (!_mm256_testz_si256(bad, bad)) fix_lanes(c, S, NULL, s, MM_CPU_GRID_MAX_NARROW, p);
     }
 }
 

@@ -38,19 +38,52 @@ static inline __m256 mm_emu_cvtpd_ps(__m512d x) {
 /* 4 rows x 32 columns (one int16 vector per row in pass 1), as the AVX2 kernel's 4 x 16. */
 enum { MR = 4, NV = 2, VL = 16, W = NV * VL, STRIDE = MM_CPU_PANEL_STRIDE(W) };
 
-MM_AVX512 static __m512i compose_slow(__m512i res, __m512i S, __m512i grid, __mmask16 bad,
-                                      const mm_cpu_plan* p) {
-    int32_t s[VL], gr[VL], out[VL];
-    _mm512_storeu_si512(s, S);
-    _mm512_storeu_si512(gr, grid);
-    _mm512_storeu_si512(out, res);
-    for (int l = 0; l < VL; l++)
-        if ((bad >> l) & 1) out[l] = (int32_t)mm_cpu_compose(s[l], gr[l], p->keep);
-    return _mm512_loadu_si512(out);
+/* The grid exponent E - frac of a block from its scale s = 2^(frac - E). */
+MM_AVX512_INLINE __m512i grid_of(__m512 s) {
+    return _mm512_sub_epi32(_mm512_set1_epi32(127), _mm512_srli_epi32(_mm512_castps_si512(s), 23));
+}
+
+/* Lanes the fast exponent arithmetic cannot compose, composed exactly (cpu_kernel_avx2.c's
+ * compose_fix); called on copies, outside the hot loops. */
+MM_AVX512 __attribute__((noinline)) static void compose_fix(__m512i c[MR][NV], const __m512i S[MR][NV],
+                                                           const __m512i S2[MR][NV],
+                                                           const __m512 s[MR][NV], int grid_hi,
+                                                           const mm_cpu_plan* p) {
+    for (int r = 0; r < MR; r++)
+        for (int v = 0; v < NV; v++) {
+            int32_t s1[VL], s2[VL], gr[VL], o[VL];
+            _mm512_storeu_si512(s1, S[r][v]);
+            _mm512_storeu_si512(s2, S2[r][v]);
+            _mm512_storeu_si512(gr, grid_of(s[r][v]));
+            _mm512_storeu_si512(o, c[r][v]);
+            for (int l = 0; l < VL; l++) {
+                const int64_t sum = (int64_t)s1[l] + s2[l];
+                if (sum != 0 && (gr[l] < MM_CPU_GRID_MIN || gr[l] > grid_hi))
+                    o[l] = (int32_t)mm_cpu_compose(sum, gr[l], p->keep);
+            }
+            c[r][v] = _mm512_loadu_si512(o);
+        }
+}
+
+MM_AVX512_INLINE void fix_lanes(__m512i c[MR][NV], __m512i S[MR][NV], __m512i (*S2)[NV],
+                                __m512 s[MR][NV], int grid_hi, const mm_cpu_plan* p) {
+    __m512i cc[MR][NV], SS[MR][NV], SS2[MR][NV];
+    __m512 ss[MR][NV];
+    for (int r = 0; r < MR; r++)
+        for (int v = 0; v < NV; v++) {
+            cc[r][v] = c[r][v];
+            SS[r][v] = S[r][v];
+            SS2[r][v] = S2 ? S2[r][v] : _mm512_setzero_si512();
+            ss[r][v] = s[r][v];
+        }
+    compose_fix(cc, SS, SS2, ss, grid_hi, p);
+    for (int r = 0; r < MR; r++)
+        for (int v = 0; v < NV; v++) c[r][v] = cc[r][v];
 }
 
 /* The block result of the split form (cpu_kernel_avx2.c's compose_split, 16 lanes). */
-MM_AVX512_INLINE __m512i compose_split(__m512i S, __m512i S2, __m512i grid, const mm_cpu_plan* p) {
+MM_AVX512_INLINE __m512i compose_split(__m512i S, __m512i S2, __m512i grid, const mm_cpu_plan* p,
+                                       __mmask16* bad) {
     const int keep = p->keep < 24 ? p->keep : 24;
     const __m512i mask = _mm512_set1_epi64((int64_t)(~0ull << (53 - keep)));
     const __m512d lo = _mm512_add_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(S)),
@@ -62,20 +95,9 @@ MM_AVX512_INLINE __m512i compose_split(__m512i S, __m512i S2, __m512i grid, cons
     const __m512i fb = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_castps_si256(flo)),
                                           _mm256_castps_si256(fhi), 1);
     const __mmask16 nz = _mm512_test_epi32_mask(fb, fb);
-    __m512i res = _mm512_maskz_add_epi32(nz, fb, _mm512_slli_epi32(grid, 23));
-    const __mmask16 bad = nz & (_mm512_cmpgt_epi32_mask(_mm512_set1_epi32(-126), grid) |
-                                _mm512_cmpgt_epi32_mask(grid, _mm512_set1_epi32(88)));
-    if (bad) {
-        int32_t s1[VL], s2[VL], gr[VL], o[VL];
-        _mm512_storeu_si512(s1, S);
-        _mm512_storeu_si512(s2, S2);
-        _mm512_storeu_si512(gr, grid);
-        _mm512_storeu_si512(o, res);
-        for (int l = 0; l < VL; l++)
-            if ((bad >> l) & 1) o[l] = (int32_t)mm_cpu_compose((int64_t)s1[l] + s2[l], gr[l], p->keep);
-        res = _mm512_loadu_si512(o);
-    }
-    return res;
+    *bad |= nz & (_mm512_cmpgt_epi32_mask(_mm512_set1_epi32(MM_CPU_GRID_MIN), grid) |
+                  _mm512_cmpgt_epi32_mask(grid, _mm512_set1_epi32(MM_CPU_GRID_MAX_SPLIT)));
+    return _mm512_maskz_add_epi32(nz, fb, _mm512_slli_epi32(grid, 23));
 }
 
 MM_AVX512_INLINE void chain(const mm_cpu_plan* p, const int32_t* a, int64_t as, const int32_t* b,
@@ -87,8 +109,7 @@ MM_AVX512_INLINE void chain(const mm_cpu_plan* p, const int32_t* a, int64_t as, 
     const __m512i v_floor = _mm512_set1_epi32(MM_CPU_E_FLOOR);
     const __m512i v_scale = _mm512_set1_epi32(127 + p->frac);
     const __m512i keep_mask = _mm512_set1_epi32((int32_t)p->keep_mask);
-    const __m512i frac = _mm512_set1_epi32(p->frac);
-    const __m512i grid_lo = _mm512_set1_epi32(-126), grid_hi = _mm512_set1_epi32(104);
+    const __m512i grid_lo = _mm512_set1_epi32(MM_CPU_GRID_MIN), grid_hi = _mm512_set1_epi32(MM_CPU_GRID_MAX_NARROW);
     const __m512i e16_init = _mm512_set1_epi16(-32768);
     for (int r = 0; r < MR; r++)
         for (int v = 0; v < NV; v++) c[r][v] = zero;
@@ -117,8 +138,9 @@ MM_AVX512_INLINE void chain(const mm_cpu_plan* p, const int32_t* a, int64_t as, 
                 E16[r] = _mm512_max_epi16(E16[r], _mm512_add_epi16(_mm512_set1_epi32(ak[r * as + 2 * k]), eb0));
         }
         for (int r = 0; r < MR; r++) E16[r] = _mm512_max_epi16(E16[r], E16b[r]);
-        /* E with C's exponent, s = 2^(frac - E), S = trunc(C * s). */
-        __m512i E[MR][NV], S[MR][NV];
+        /* E with C's exponent, s = 2^(frac - E), S = trunc(C * s); the grid is later recovered
+         * from s (as in the AVX2 kernel). */
+        __m512i S[MR][NV];
         __m512 s[MR][NV];
         for (int r = 0; r < MR; r++) {
             const __m512i ep[NV] = {_mm512_cvtepi16_epi32(_mm512_castsi512_si256(E16[r])),
@@ -129,8 +151,7 @@ MM_AVX512_INLINE void chain(const mm_cpu_plan* p, const int32_t* a, int64_t as, 
                 const __mmask16 czero = _mm512_cmpeq_epi32_mask(_mm512_and_si512(cb, v_abs), zero);
                 const __m512i ce = _mm512_mask_mov_epi32(_mm512_sub_epi32(_mm512_max_epi32(field, v_one), v_127),
                                                          czero, v_zero_c);
-                E[r][v] = _mm512_max_epi32(ep[v], ce);
-                const __m512i ef = _mm512_max_epi32(E[r][v], v_floor);
+                const __m512i ef = _mm512_max_epi32(_mm512_max_epi32(ep[v], ce), v_floor);
                 s[r][v] = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_sub_epi32(v_scale, ef), 23));
                 S[r][v] = _mm512_cvttps_epi32(_mm512_mul_ps(_mm512_castsi512_ps(cb), s[r][v]));
             }
@@ -165,23 +186,23 @@ MM_AVX512_INLINE void chain(const mm_cpu_plan* p, const int32_t* a, int64_t as, 
                 }
             }
         }
+        __mmask16 bad = 0;
         if (split) {
             for (int r = 0; r < MR; r++)
                 for (int v = 0; v < NV; v++)
-                    c[r][v] = compose_split(S[r][v], S2[r][v], _mm512_sub_epi32(E[r][v], frac), p);
+                    c[r][v] = compose_split(S[r][v], S2[r][v], grid_of(s[r][v]), p, &bad);
+            if (bad) fix_lanes(c, S, S2, s, MM_CPU_GRID_MAX_SPLIT, p);
             continue;
         }
         for (int r = 0; r < MR; r++)
             for (int v = 0; v < NV; v++) {
-                const __m512i grid = _mm512_sub_epi32(E[r][v], frac);
+                const __m512i grid = grid_of(s[r][v]);
                 const __m512i f = _mm512_and_si512(_mm512_castps_si512(_mm512_cvtepi32_ps(S[r][v])), keep_mask);
                 const __mmask16 nz = _mm512_test_epi32_mask(S[r][v], S[r][v]);
-                __m512i res = _mm512_maskz_add_epi32(nz, f, _mm512_slli_epi32(grid, 23));
-                const __mmask16 bad = nz & (_mm512_cmpgt_epi32_mask(grid_lo, grid) |
-                                            _mm512_cmpgt_epi32_mask(grid, grid_hi));
-                if (bad) res = compose_slow(res, S[r][v], grid, bad, p);
-                c[r][v] = res;
+                bad |= nz & (_mm512_cmpgt_epi32_mask(grid_lo, grid) | _mm512_cmpgt_epi32_mask(grid, grid_hi));
+                c[r][v] = _mm512_maskz_add_epi32(nz, f, _mm512_slli_epi32(grid, 23));
             }
+        if (bad) fix_lanes(c, S, NULL, s, MM_CPU_GRID_MAX_NARROW, p);
     }
 }
 

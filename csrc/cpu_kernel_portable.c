@@ -15,7 +15,7 @@ enum { MR = 2, W = 16, STRIDE = MM_CPU_PANEL_STRIDE(W) };
 
 static inline uint32_t compose(int32_t S, int32_t grid, const mm_cpu_plan* p) {
     if (S == 0) return 0u;
-    if (grid < -126 || grid > 104) return mm_cpu_compose(S, grid, p->keep);
+    if (grid < MM_CPU_GRID_MIN || grid > MM_CPU_GRID_MAX_NARROW) return mm_cpu_compose(S, grid, p->keep);
     return (mm_f32_bits((float)S) & p->keep_mask) + ((uint32_t)grid << 23);
 }
 
@@ -23,21 +23,28 @@ static inline uint32_t compose(int32_t S, int32_t grid, const mm_cpu_plan* p) {
  * incoming accumulator of each output and receives the block result. */
 static void block(const mm_cpu_plan* p, const int32_t* a, int64_t as, const int32_t* b,
                   int64_t kb, int n, uint32_t c[MR][W]) {
+    int16_t E16[MR][W];
     int32_t E[MR][W], S[MR][W];
     float s[MR][W];
-    /* Pass 1: the block's largest alignment exponent (C's included). */
+    /* Pass 1: the products' largest alignment exponent (in int16: every sum of two exponents
+     * fits), then C's. */
     for (int r = 0; r < MR; r++)
-        for (int l = 0; l < W; l++) E[r][l] = mm_cpu_c_exponent(c[r][l]);
+        for (int l = 0; l < W; l++) E16[r][l] = INT16_MIN;
     for (int64_t k = kb; k < kb + n; k++) {
         const int16_t* eb = (const int16_t*)(b + k * STRIDE);
         for (int r = 0; r < MR; r++) {
-            const int32_t ea = mm_cpu_a_exp(a[r * as + 2 * k]);
+            const int16_t ea = (int16_t)mm_cpu_a_exp(a[r * as + 2 * k]);
             for (int l = 0; l < W; l++) {
-                const int32_t e = ea + eb[l];
-                E[r][l] = e > E[r][l] ? e : E[r][l];
+                const int16_t e = (int16_t)(ea + eb[l]);
+                E16[r][l] = e > E16[r][l] ? e : E16[r][l];
             }
         }
     }
+    for (int r = 0; r < MR; r++)
+        for (int l = 0; l < W; l++) {
+            const int32_t ce = mm_cpu_c_exponent(c[r][l]);
+            E[r][l] = E16[r][l] > ce ? E16[r][l] : ce;
+        }
     /* Pass 2: every term cut toward zero to the grid, summed exactly. */
     for (int r = 0; r < MR; r++)
         for (int l = 0; l < W; l++) {
