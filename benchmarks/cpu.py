@@ -68,7 +68,7 @@ def main():
           f"{threads} threads; mmaemu cpu SIMD paths here: {_C.cpu_simd_paths()} "
           f"(MMAEMU_CPU_SIMD={os.environ.get('MMAEMU_CPU_SIMD', 'auto')})")
     print(f"reference: measured on a {args.ref_rows} x {args.ref_cols} x K sub-block of the same "
-          f"operands (best of 2), single-threaded as it always runs; its MAC/s stands for the "
+          f"operands (best of {args.repeat}), single-threaded as it always runs; its MAC/s stands for the "
           f"whole shape (its cost per MAC does not depend on M or N)")
     print(f"cpu and fp32 matmul: best of {args.repeat} (matmul: of {max(args.repeat, 3)}) "
           f"on the whole shape; bf16 output, scales 1\n")
@@ -92,7 +92,7 @@ def main():
             t_cpu = best_time(lambda: scaled_mm(x, w, preset, fast, "cpu"), args.repeat)
             gm_cpu = macs / t_cpu / 1e9
             if (label, preset, fast) in MODES:
-                t_ref = best_time(lambda: scaled_mm(xs, ws, preset, fast, "reference"), 2)
+                t_ref = best_time(lambda: scaled_mm(xs, ws, preset, fast, "reference"), args.repeat)
                 gm_ref = sub_macs / t_ref / 1e9
                 ref_cols = f"{gm_ref:.4f} | {gm_cpu / gm_ref:.0f}x"
             else:
