@@ -1,4 +1,4 @@
-/* cpu_kernel_avx2.c: the narrow tile kernel with AVX2.
+/* cpu_kernel_avx2.c: the tile kernels (narrow and split sums) with AVX2.
  *
  * cpu_kernel_portable.c is the same algorithm one lane at a time; read it first. Here a lane
  * is one output column: the tile is MR rows x NV vectors of 8 columns, A's values are
@@ -6,6 +6,8 @@
  * lane-wise (no horizontal operations). Per product and column:
  *   pass 1, int16 lanes (16 columns a vector): add, max;
  *   pass 2, fp32 lanes: a*b (exact), times s = 2^-grid (exact), truncate to int32, add.
+ * The split form (presets whose block sums exceed 2^24, such as b200) sums the two halves of a
+ * block separately and adds them in fp64.
  *
  * Compiled with a target attribute, so the rest of the library keeps the baseline ISA; the
  * driver calls it only when __builtin_cpu_supports("avx2"). */

@@ -1,4 +1,4 @@
-/* cpu_kernel_avx512.c: the narrow tile kernel with AVX-512 (F + BW).
+/* cpu_kernel_avx512.c: the tile kernels (narrow and split sums) with AVX-512 (F + BW).
  *
  * The AVX2 kernel (cpu_kernel_avx2.c) with twice the lanes: 32 int16 columns per vector in
  * pass 1, 16 fp32 columns in pass 2; zero tests use mask registers. Called only when the CPU
