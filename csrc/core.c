@@ -15,6 +15,9 @@ const char* mmaemu_error_string(int code) {
                "Call torch.set_flush_denormal(False)";
     case MM_ERR_NO_MEMORY: return "out of memory";
     case MM_ERR_UNAVAILABLE: return "backend unavailable";
+    case MM_ERR_CPU_SIMD:
+        return "MMAEMU_CPU_SIMD must be auto, portable, avx2 or avx512, and name a path this CPU "
+               "supports (see mmaemu._C.cpu_simd_paths())";
     default: return "unknown error";
     }
 }

@@ -1,7 +1,381 @@
-/* cpu_fast.c: the `cpu` backend. */
-#include "mmaemu.h"
+/* cpu_fast.c: the `cpu` backend, the same bits as mmaemu_gemm_reference, fast.
+ *
+ * How it gets the reference's bits:
+ *  - The block arithmetic (mm_block) is re-done by a tile kernel on operands decoded once into
+ *    (alignment exponent, fp32 value) pairs, by the formula in cpu_fast.h. Every kernel does the
+ *    same exact integer arithmetic, and each output is computed by one kernel call in the
+ *    reference's order, so the bits depend neither on the thread count nor on which kernel
+ *    (portable, AVX2, AVX-512, wide) runs.
+ *  - Splits, their fp32 reduction and the epilogue use the header code (mm_split_chunk, the
+ *    same float adds as mm_dot, mm_epilogue, mm_store).
+ *  - An output whose row of A or column of B holds a NaN or Inf code is computed by
+ *    mm_gemm_element, the reference itself (the kernels see those codes as zeros).
+ *
+ * Speed: A is decoded once for the call; each B panel (W columns x K) is decoded by the thread
+ * that uses it and stays in its L2 while the thread runs its rows against it. Work items
+ * (panel, row chunk) are handed out dynamically to `threads` pthreads.
+ *
+ * MMAEMU_CPU_SIMD = auto (default) | portable | avx2 | avx512 picks the narrow kernel; a path
+ * this CPU lacks or an unknown name is an error (MM_ERR_CPU_SIMD), never a silent fallback.
+ * Presets with more grid bits than hopper and ada (b200) run the SIMD kernels' split form (AVX2,
+ * AVX-512), else the wide kernel (plain C, int64 sums, any preset). */
+#include <fenv.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_fast.h"
+
+/* ---- the plan -------------------------------------------------------------------------- */
+
+static int fmt_man_bits(int fmt) { return fmt == MM_FMT_E4M3 ? 3 : 2; }
+static int fmt_max_sig(int fmt) { return fmt == MM_FMT_E4M3 ? 15 : 7; }
+
+static void plan_make(const mm_gemm* g, mm_cpu_plan* p) {
+    const mm_preset* q = &g->preset;
+    p->K = g->K;
+    p->block = q->block;
+    p->frac = q->frac;
+    p->keep = q->keep;
+    p->promote_blocks = q->promote_blocks;
+    p->fast = g->fast_accum != 0;
+    p->c_late = q->c_late != 0;
+    p->keep_mask = q->keep >= 24 ? 0xFFFFFFFFu : ~((1u << (24 - q->keep)) - 1u);
+}
+
+/* The narrow kernels need every |S| < 2^24. A product term is P * 2^(sh0 - d) with P the
+ * significand product, sh0 = frac - man_bits_a - man_bits_b, d >= 0; C's term is below
+ * 2^(frac + 1) (a 24-bit significand times 2^(ce - 23 - grid), ce <= E). */
+static int plan_is_narrow(const mm_gemm* g) {
+    const mm_preset* q = &g->preset;
+    const int sh0 = q->frac - fmt_man_bits(g->fmt_a) - fmt_man_bits(g->fmt_b);
+    const int64_t pmax = (int64_t)fmt_max_sig(g->fmt_a) * fmt_max_sig(g->fmt_b);
+    const int64_t term = sh0 >= 0 ? pmax << sh0 : pmax;
+    return (int64_t)q->block * term + ((int64_t)1 << (q->frac + 1)) < ((int64_t)1 << 24);
+}
+
+/* The split kernels need each half-block sum below 2^31: the first ceil(block/2) terms plus
+ * C's, and the rest. */
+static int plan_fits_split(const mm_gemm* g) {
+    const mm_preset* q = &g->preset;
+    const int sh0 = q->frac - fmt_man_bits(g->fmt_a) - fmt_man_bits(g->fmt_b);
+    const int64_t pmax = (int64_t)fmt_max_sig(g->fmt_a) * fmt_max_sig(g->fmt_b);
+    const int64_t term = sh0 >= 0 ? pmax << sh0 : pmax;
+    const int64_t h = (q->block + 1) / 2;
+    return h * term + ((int64_t)1 << (q->frac + 1)) < ((int64_t)1 << 31);
+}
+
+/* ---- SIMD path ------------------------------------------------------------------------- */
+
+static int cpu_has(const char* what) {
+#if defined(MMAEMU_EMULATE_AVX512) /* test builds that run the AVX-512 kernel on SIMDe */
+    if (strcmp(what, "avx512") == 0) return 1;
+#endif
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+    __builtin_cpu_init();
+    if (strcmp(what, "avx2") == 0) return __builtin_cpu_supports("avx2");
+    if (strcmp(what, "avx512") == 0)
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+#endif
+    (void)what;
+    return 0;
+}
+
+static const mm_cpu_kernel* kernel_named(const char* name) {
+    if (strcmp(name, "portable") == 0) return &mm_cpu_kernel_portable;
+    if (strcmp(name, "avx2") == 0 && cpu_has("avx2") && mm_cpu_kernel_avx2.tile)
+        return &mm_cpu_kernel_avx2;
+    if (strcmp(name, "avx512") == 0 && cpu_has("avx512") && mm_cpu_kernel_avx512.tile)
+        return &mm_cpu_kernel_avx512;
+    return NULL;
+}
+
+const char* mmaemu_cpu_simd_paths(void) {
+    static char names[64];
+    strcpy(names, "portable");
+    if (kernel_named("avx2")) strcat(names, ",avx2");
+    if (kernel_named("avx512")) strcat(names, ",avx512");
+    return names;
+}
+
+/* The narrow kernel MMAEMU_CPU_SIMD asks for, or the best one; NULL for a bad request. */
+static const mm_cpu_kernel* narrow_kernel(void) {
+    const char* env = getenv("MMAEMU_CPU_SIMD");
+    if (env && *env && strcmp(env, "auto") != 0) return kernel_named(env);
+    const mm_cpu_kernel* k = kernel_named("avx512");
+    if (!k) k = kernel_named("avx2");
+    return k ? k : &mm_cpu_kernel_portable;
+}
+
+/* ---- decoding -------------------------------------------------------------------------- */
+
+typedef struct {
+    int32_t e[256];
+    float v[256];
+    uint8_t special[256]; /* NaN or Inf */
+} mm_cpu_lut;
+
+/* Every code's decoded form; the value is m * 2^lsb, exact in fp32. */
+static void lut_make(mm_cpu_lut* t, int fmt) {
+    for (int code = 0; code < 256; code++) {
+        const mm_fp8 d = mm_decode_fp8((uint8_t)code, fmt);
+        t->special[code] = d.cls == MM_CLS_NAN || d.cls == MM_CLS_INF;
+        if (d.cls != MM_CLS_FINITE) {
+            t->e[code] = MM_CPU_ZERO_EXP;
+            t->v[code] = 0.0f;
+        } else {
+            const float mag = (float)d.m * mm_bits_f32((uint32_t)(127 + d.lsb) << 23);
+            t->e[code] = d.e;
+            t->v[code] = d.sign ? -mag : mag;
+        }
+    }
+}
+
+/* Rows [0, m_pad) of A (rows from M on are zeros); row_special[i] = row i holds NaN/Inf. */
+static void decode_a(const mm_gemm* g, const mm_cpu_lut* t, int64_t m_pad, int32_t* out,
+                     uint8_t* row_special) {
+    const int64_t K = g->K;
+    for (int64_t i = 0; i < m_pad; i++) {
+        int32_t* row = out + i * 2 * K;
+        uint8_t special = 0;
+        if (i < g->M) {
+            const uint8_t* src = g->a + i * g->lda;
+            for (int64_t k = 0; k < K; k++) {
+                row[2 * k] = mm_cpu_a_word(t->e[src[k]]);
+                row[2 * k + 1] = (int32_t)mm_f32_bits(t->v[src[k]]);
+                special |= t->special[src[k]];
+            }
+        } else {
+            for (int64_t k = 0; k < K; k++) {
+                row[2 * k] = mm_cpu_a_word(MM_CPU_ZERO_EXP);
+                row[2 * k + 1] = 0;
+            }
+        }
+        row_special[i] = special;
+    }
+}
+
+/* Columns [j0, j0 + w) of B as a panel (columns from N on are zeros). */
+static void decode_b_panel(const mm_gemm* g, const mm_cpu_lut* t, int64_t j0, int w,
+                           int32_t* panel, uint8_t* col_special) {
+    const int64_t K = g->K, stride = MM_CPU_PANEL_STRIDE(w);
+    for (int c = 0; c < w; c++) {
+        mm_cpu_i16* pe = (mm_cpu_i16*)(void*)panel + c;
+        mm_cpu_f32* pv = mm_cpu_values(panel + w / 2) + c;
+        uint8_t special = 0;
+        if (j0 + c < g->N) {
+            const uint8_t* src = g->b + (j0 + c) * g->ldb;
+            for (int64_t k = 0; k < K; k++) {
+                pe[2 * k * stride] = (int16_t)t->e[src[k]];
+                pv[k * stride] = t->v[src[k]];
+                special |= t->special[src[k]];
+            }
+        } else {
+            for (int64_t k = 0; k < K; k++) {
+                pe[2 * k * stride] = MM_CPU_ZERO_EXP;
+                pv[k * stride] = 0.0f;
+            }
+        }
+        col_special[c] = special;
+    }
+}
+
+/* ---- the work -------------------------------------------------------------------------- */
+
+typedef struct {
+    const mm_gemm* g;
+    mm_cpu_plan plan;
+    const mm_cpu_kernel* kern;
+    mm_cpu_tile_fn tile;     /* kern->tile, kern->tile_split, or the wide kernel's */
+    mm_cpu_lut lut_b;
+    const int32_t* a;        /* decoded rows [row0, row0 + m_pad) */
+    const uint8_t* row_special;
+    int64_t row0, rows;      /* the rows of this pass */
+    int64_t panels, chunk_rows, chunks;
+    atomic_llong next_item;
+    atomic_int finished; /* workers that ran out of items: then every item is done */
+    fenv_t fenv;         /* the caller's: the fp32 adds of every thread round as the reference's */
+} mm_cpu_job;
+
+/* The reduced accumulators of one tile (mm_dot over the splits) into acc. */
+static void tile_dot(const mm_cpu_job* job, const int32_t* a, const int32_t* panel, float* acc,
+                     float* part, float* stack) {
+    const mm_gemm* g = job->g;
+    const int n = job->kern->mr * job->kern->w;
+    const int64_t as = 2 * g->K;
+    if (g->splits <= 1) {
+        job->tile(&job->plan, a, as, panel, 0, g->K, acc);
+        return;
+    }
+    const int64_t chunk = mm_split_chunk(g->K, g->splits);
+    int level[32], top = 0;
+    for (int32_t s = 0; s < g->splits; s++) {
+        const int64_t k0 = s * chunk < g->K ? s * chunk : g->K;
+        const int64_t k1 = k0 + chunk < g->K ? k0 + chunk : g->K;
+        if (k1 > k0) job->tile(&job->plan, a, as, panel, k0, k1, part);
+        else for (int i = 0; i < n; i++) part[i] = 0.0f;
+        if (g->scheme != MM_SCHEME_PAIRWISE) {
+            /* contiguous / serial: r = p0, then r = fp32(r + p_s). */
+            for (int i = 0; i < n; i++) acc[i] = s == 0 ? part[i] : acc[i] + part[i];
+            continue;
+        }
+        /* pairwise, as mm_dot: a stack of partial sums, one slot of n lanes per level. */
+        int lv = 0;
+        while (top > 0 && level[top - 1] == lv) {
+            const float* below = stack + (int64_t)(--top) * n;
+            for (int i = 0; i < n; i++) part[i] = below[i] + part[i];
+            lv++;
+        }
+        memcpy(stack + (int64_t)top * n, part, sizeof(float) * (size_t)n);
+        level[top++] = lv;
+    }
+    if (g->scheme == MM_SCHEME_PAIRWISE) {
+        memcpy(acc, stack + (int64_t)(--top) * n, sizeof(float) * (size_t)n);
+        while (top > 0) {
+            const float* below = stack + (int64_t)(--top) * n;
+            for (int i = 0; i < n; i++) acc[i] = below[i] + acc[i];
+        }
+    }
+}
+
+static void* worker(void* arg) {
+    mm_cpu_job* job = (mm_cpu_job*)arg;
+    fesetenv(&job->fenv);
+    const mm_gemm* g = job->g;
+    const int mr = job->kern->mr, w = job->kern->w, n = mr * w;
+    int32_t* panel = malloc(sizeof(int32_t) * (size_t)(MM_CPU_PANEL_STRIDE(w) * (g->K > 0 ? g->K : 1)));
+    float* scratch = malloc(sizeof(float) * (size_t)(34 * n));
+    uint8_t col_special[64];
+    if (!panel || !scratch) { /* the other threads take this one's share */
+        free(panel);
+        free(scratch);
+        return NULL;
+    }
+    float *acc = scratch, *part = scratch + n, *stack = scratch + 2 * n;
+    const int64_t items = job->panels * job->chunks;
+    int64_t have_panel = -1;
+    for (;;) {
+        const int64_t item = atomic_fetch_add(&job->next_item, 1);
+        if (item >= items) break;
+        const int64_t pi = item / job->chunks, ci = item % job->chunks;
+        const int64_t j0 = pi * w;
+        if (pi != have_panel) {
+            decode_b_panel(g, &job->lut_b, j0, w, panel, col_special);
+            have_panel = pi;
+        }
+        const int64_t r0 = ci * job->chunk_rows;
+        const int64_t r1 = r0 + job->chunk_rows < job->rows ? r0 + job->chunk_rows : job->rows;
+        for (int64_t rt = r0; rt < r1; rt += mr) {
+            tile_dot(job, job->a + rt * 2 * g->K, panel, acc, part, stack);
+            for (int r = 0; r < mr; r++) {
+                const int64_t i = job->row0 + rt + r;
+                if (i >= g->M) break;
+                const int special_row = job->row_special[rt + r];
+                for (int c = 0; c < w && j0 + c < g->N; c++) {
+                    const uint32_t bits = special_row || col_special[c]
+                                              ? mm_gemm_element(g, i, j0 + c)
+                                              : mm_epilogue(acc[r * w + c], g);
+                    mm_store(g, i, j0 + c, bits);
+                }
+            }
+        }
+    }
+    free(panel);
+    free(scratch);
+    atomic_fetch_add(&job->finished, 1);
+    return NULL;
+}
+
+/* Runs the job's items on up to `threads` threads (the caller is one of them). */
+static void run_threads(mm_cpu_job* job, int threads) {
+    pthread_t tid[256];
+    int started = 0;
+    if (threads > 256) threads = 256;
+    for (int t = 1; t < threads; t++)
+        if (pthread_create(&tid[started], NULL, worker, job) == 0) started++;
+    worker(job); /* fewer threads than asked only changes the speed, never the bits */
+    for (int t = 0; t < started; t++) pthread_join(tid[t], NULL);
+}
+
+/* Rows decoded at a time: bounds the decoded copy of A (8 bytes per element) to 256 MiB. */
+#define MM_CPU_A_BUDGET ((int64_t)256 << 20)
 
 int mmaemu_gemm_cpu(const mm_gemm* g, int threads) {
-    (void)threads;
-    return mmaemu_gemm_reference(g);
+    int rc = mmaemu_gemm_check(g);
+    if (rc != MM_OK) return rc;
+    if (mmaemu_cpu_flushes_denormals()) return MM_ERR_FLUSH_DENORMAL;
+    const mm_cpu_kernel* narrow = narrow_kernel();
+    if (!narrow) return MM_ERR_CPU_SIMD;
+    if (g->M == 0 || g->N == 0) return MM_OK;
+
+    mm_cpu_job* job = calloc(1, sizeof(mm_cpu_job));
+    if (!job) return MM_ERR_NO_MEMORY;
+    job->g = g;
+    fegetenv(&job->fenv);
+    plan_make(g, &job->plan);
+    if (g->preset.c_late) { /* only the wide kernel adds C after the block */
+        job->kern = &mm_cpu_kernel_wide;
+        job->tile = mm_cpu_kernel_wide.tile;
+    } else if (plan_is_narrow(g)) {
+        job->kern = narrow;
+        job->tile = narrow->tile;
+    } else if (narrow->tile_split && plan_fits_split(g)) {
+        job->kern = narrow;
+        job->tile = narrow->tile_split;
+    } else {
+        job->kern = &mm_cpu_kernel_wide;
+        job->tile = mm_cpu_kernel_wide.tile;
+    }
+    const int mr = job->kern->mr, w = job->kern->w;
+    mm_cpu_lut lut_a;
+    lut_make(&lut_a, g->fmt_a);
+    lut_make(&job->lut_b, g->fmt_b);
+    job->panels = (g->N + w - 1) / w;
+
+    const int64_t row_bytes = 8 * (g->K > 0 ? g->K : 1);
+    int64_t pass_rows = MM_CPU_A_BUDGET / row_bytes / mr * mr;
+    if (pass_rows < mr) pass_rows = mr;
+    const int64_t m_pad_all = (g->M + mr - 1) / mr * mr;
+    if (pass_rows > m_pad_all) pass_rows = m_pad_all;
+    int32_t* a = malloc((size_t)(pass_rows * row_bytes));
+    uint8_t* row_special = malloc((size_t)pass_rows);
+    if (!a || !row_special) {
+        free(a);
+        free(row_special);
+        free(job);
+        return MM_ERR_NO_MEMORY;
+    }
+    if (threads < 1) threads = 1;
+    /* Small problems are not worth a thread start (tens of microseconds). */
+    if ((double)g->M * (double)g->N * (double)(g->K + 1) < (double)(1 << 18)) threads = 1;
+
+    rc = MM_OK;
+    for (int64_t row0 = 0; row0 < g->M && rc == MM_OK; row0 += pass_rows) {
+        const int64_t rows = g->M - row0 < pass_rows ? (g->M - row0 + mr - 1) / mr * mr : pass_rows;
+        mm_gemm sub = *g;
+        sub.a = g->a + row0 * g->lda;
+        sub.M = g->M - row0 < rows ? g->M - row0 : rows;
+        decode_a(&sub, &lut_a, rows, a, row_special);
+        job->a = a;
+        job->row_special = row_special;
+        job->row0 = row0;
+        job->rows = rows;
+        /* Enough items for dynamic balancing (4 per thread), but whole panels when possible:
+         * each item decodes its panel unless the thread's previous item had the same one. */
+        int64_t chunks = (4 * (int64_t)threads + job->panels - 1) / job->panels;
+        if (chunks > rows / mr) chunks = rows / mr;
+        if (chunks < 1) chunks = 1;
+        job->chunk_rows = ((rows + chunks - 1) / chunks + mr - 1) / mr * mr;
+        job->chunks = (rows + job->chunk_rows - 1) / job->chunk_rows;
+        atomic_store(&job->next_item, 0);
+        atomic_store(&job->finished, 0);
+        const int64_t items = job->panels * job->chunks;
+        run_threads(job, (int)(threads < items ? threads : items));
+        if (atomic_load(&job->finished) == 0) rc = MM_ERR_NO_MEMORY;
+    }
+    free(a);
+    free(row_special);
+    free(job);
+    return rc;
 }

@@ -17,7 +17,8 @@ enum {
     MM_ERR_ARGUMENT = 1,      /* a size, stride, format or plan value out of range */
     MM_ERR_FLUSH_DENORMAL = 2, /* the CPU flushes subnormals: fp32 adds would be wrong */
     MM_ERR_NO_MEMORY = 3,
-    MM_ERR_UNAVAILABLE = 4    /* the requested backend cannot run here */
+    MM_ERR_UNAVAILABLE = 4,   /* the requested backend cannot run here */
+    MM_ERR_CPU_SIMD = 5       /* MMAEMU_CPU_SIMD names an unknown path or one this CPU lacks */
 };
 
 const char* mmaemu_error_string(int code);
@@ -34,8 +35,13 @@ int mmaemu_gemm_check(const mm_gemm* g);
 /* The scalar reference: every output element computed from scratch, one at a time. */
 int mmaemu_gemm_reference(const mm_gemm* g);
 
-/* The `cpu` backend: the same bits as mmaemu_gemm_reference, fast. */
+/* The `cpu` backend: the same bits as mmaemu_gemm_reference, fast. threads: how many
+ * threads it may use (the bits do not depend on it). The environment variable
+ * MMAEMU_CPU_SIMD (auto, portable, avx2, avx512) forces a SIMD path. */
 int mmaemu_gemm_cpu(const mm_gemm* g, int threads);
+
+/* The SIMD paths the `cpu` backend can run here, comma-separated ("portable,avx2"). */
+const char* mmaemu_cpu_simd_paths(void);
 
 /* mmaemu.mma: d[i] = the preset's chain of blocks over a[i, :] . b[i, :] starting from c[i].
  * a, b: [n, K] with row strides lda, ldb; K a multiple of the block size. */

@@ -212,11 +212,17 @@ static PyObject* py_cuda_status(PyObject*, PyObject*) {
   return PyUnicode_FromString(mmaemu_cuda_status());
 }
 
+static PyObject* py_cpu_simd_paths(PyObject*, PyObject*) {
+  return PyUnicode_FromString(mmaemu_cpu_simd_paths());
+}
+
 static PyMethodDef methods[] = {
     {"cpu_flushes_denormals", py_cpu_flushes_denormals, METH_NOARGS,
      "True when this thread's CPU flushes fp32 subnormals to zero."},
     {"cuda_status", py_cuda_status, METH_NOARGS,
      "One line on the CUDA driver loader's state."},
+    {"cpu_simd_paths", py_cpu_simd_paths, METH_NOARGS,
+     "The SIMD paths of the cpu backend this CPU can run, comma-separated (MMAEMU_CPU_SIMD)."},
     {nullptr, nullptr, 0, nullptr}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_C", nullptr, -1, methods};

@@ -17,7 +17,7 @@ out=build/fuzz
 mkdir -p "$out/corpus" "$out/artifacts"
 "$CC" -std=c11 -g -O1 -ffp-contract=off -fno-fast-math -Wall -Wextra -Werror \
     -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer \
-    -Icsrc test/fuzz/fuzz_gemm.c csrc/core.c csrc/reference.c csrc/cpu_fast.c \
+    -Icsrc test/fuzz/fuzz_gemm.c csrc/core.c csrc/reference.c csrc/cpu_fast.c csrc/cpu_kernel_*.c \
     -pthread -lm -o "$out/fuzz_gemm"
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:${ASAN_OPTIONS:-}"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"

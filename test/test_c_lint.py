@@ -14,7 +14,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 C_SOURCES = sorted(glob.glob(os.path.join(ROOT, "csrc", "*.c")))
 HARNESS = [os.path.join(ROOT, "test", "fuzz", "fuzz_gemm.c"),
            os.path.join(ROOT, "test", "fuzz", "replay_main.c")]
-CORE_FOR_FUZZ = [os.path.join(ROOT, "csrc", f) for f in ("core.c", "reference.c", "cpu_fast.c")]
+CORE_FOR_FUZZ = ([os.path.join(ROOT, "csrc", f) for f in ("core.c", "reference.c", "cpu_fast.c")]
+                 + sorted(glob.glob(os.path.join(ROOT, "csrc", "cpu_kernel_*.c"))))
 STRICT = ["-std=c11", "-Wall", "-Wextra", "-Werror", "-ffp-contract=off", "-fno-fast-math",
           "-I" + os.path.join(ROOT, "csrc")]
 

@@ -1,0 +1,135 @@
+/* cpu_fast.h: what the `cpu` backend's driver (cpu_fast.c) and its tile kernels share.
+ *
+ * The driver decodes every FP8 operand once and hands tiles of MR rows x W columns to a kernel,
+ * which returns each output's split accumulator (what mm_split_acc returns for one split).
+ * Splits, the epilogue and NaN/Inf go through the shared header code (mmaemu_gemm.h), so only
+ * the block FMA (mm_block) is re-implemented, in this form:
+ *
+ *   E    = max(alignment exponents e_a + e_b of the non-zero products, C's exponent)
+ *   grid = E - frac;  s = 2^-grid (an fp32 power of two)
+ *   S    = trunc(C * s) + sum_k trunc((a_k * b_k) * s)        (integer sum)
+ *   D    = S's `keep` leading bits (truncated) times 2^grid
+ *
+ * which is mm_block's "cut every term toward zero to the grid 2^grid, add exactly": a_k * b_k
+ * is exact in fp32 (significands of at most 4 bits), scaling by a power of two is exact while
+ * the result stays normal, and a result below 2^-126 is below 1, where trunc gives 0 however it
+ * was rounded. fp32 -> int32 conversion truncates toward zero, the model's cut.
+ *
+ * Decoded element (both operands): e = the alignment exponent (mm_fp8.e), or MM_CPU_ZERO_EXP
+ * for a zero (and for NaN/Inf, whose outputs the driver recomputes with the reference); v = the
+ * FP8 value as fp32 (0 for zero, NaN and Inf).
+ *
+ * Layouts. A (broadcast operand): row i, element k: a[i * a_stride + 2k] = e as int16 in both
+ * halves of the int32 word (a 32-bit broadcast gives the int16 lanes; mm_cpu_a_exp reads it),
+ * a[... + 2k + 1] = v (fp32 bits). B panel of W columns, one record of MM_CPU_PANEL_STRIDE(W)
+ * int32 words per k: W int16 exponents, then W fp32 values. */
+#ifndef MMAEMU_CPU_FAST_H
+#define MMAEMU_CPU_FAST_H
+
+#include "mmaemu.h"
+
+/* Exponent of a zero factor: far below any real product exponent (>= -28), and two of them
+ * still fit int16, the lanes of the kernels' first pass. */
+#define MM_CPU_ZERO_EXP (-16000)
+/* Exponent given to an accumulator C = +-0: below every product exponent, even a zero one. */
+#define MM_CPU_ZERO_C_EXP (-40000)
+/* E is raised to at least this before s = 2^(frac - E) is formed, so s stays a normal fp32.
+ * Only a block with no non-zero product and C = 0 is raised (real product exponents are
+ * >= -28, and a non-zero C, an earlier block result, is >= 2^(-28 - frac) >= 2^-58); its
+ * sum is 0 whatever E is. */
+#define MM_CPU_E_FLOOR (-90)
+
+/* Views of the decoded int32 words as fp32 values and int16 exponents. may_alias makes the
+ * reinterpretation defined (GCC, clang); the vector loads of the kernels alias anyway. */
+typedef float mm_cpu_f32 __attribute__((may_alias));
+typedef int16_t mm_cpu_i16 __attribute__((may_alias));
+static inline mm_cpu_f32* mm_cpu_values(int32_t* words) {
+    return (mm_cpu_f32*)(void*)words;
+}
+static inline const mm_cpu_f32* mm_cpu_cvalues(const int32_t* words) {
+    return (const mm_cpu_f32*)(const void*)words;
+}
+
+/* The exponent in an A word (its low int16). */
+static inline int32_t mm_cpu_a_exp(int32_t word) { return ((word & 0xFFFF) ^ 0x8000) - 0x8000; }
+
+/* An A exponent word: e as int16 in both halves. */
+static inline int32_t mm_cpu_a_word(int32_t e) {
+    return (int32_t)(((uint32_t)e & 0xFFFFu) * 0x10001u);
+}
+
+/* The grid exponents (grid = E - frac) for which the kernels' fast composition (exponent
+ * field + grid) stays in the fp32 normal range: |S| < 2^24 (narrow) or < 2^40 (split) has an
+ * exponent field <= 150 or <= 166. Outside, lanes are composed by mm_cpu_compose. FP8 products
+ * never get there (grid lies in [-58, 62]); test builds narrow the range to run that path. */
+#ifndef MM_CPU_GRID_MIN
+#define MM_CPU_GRID_MIN (-126)
+#endif
+#ifndef MM_CPU_GRID_MAX_NARROW
+#define MM_CPU_GRID_MAX_NARROW 104
+#endif
+#ifndef MM_CPU_GRID_MAX_SPLIT
+#define MM_CPU_GRID_MAX_SPLIT 88
+#endif
+
+/* int32 words per k in a B panel of w columns. */
+#define MM_CPU_PANEL_STRIDE(w) ((w) / 2 + (w))
+
+/* What the block arithmetic needs, precomputed once per GEMM. */
+typedef struct {
+    int64_t K;
+    int32_t block, frac, keep, promote_blocks;
+    int32_t fast;
+    int32_t c_late; /* C added after the block (mm_preset.c_late): only the wide kernel does it */
+    /* Clears the fp32 mantissa bits below the block result's `keep` significant bits. */
+    uint32_t keep_mask;
+} mm_cpu_plan;
+
+/* A tile kernel: the split accumulators of MR rows x W columns over k in [k0, k1).
+ * a: the MR decoded rows (row r at a + r * a_stride); b: the decoded B panel;
+ * acc: MR x W floats, row r at acc + r * W. */
+typedef void (*mm_cpu_tile_fn)(const mm_cpu_plan* p, const int32_t* a, int64_t a_stride,
+                               const int32_t* b, int64_t k0, int64_t k1, float* acc);
+
+typedef struct {
+    const char* name;
+    int mr, w;                /* tile rows, tile columns (the B panel width) */
+    mm_cpu_tile_fn tile;      /* narrow presets: every |S| < 2^24 (hopper, ada) */
+    mm_cpu_tile_fn tile_split; /* or NULL: two int32 half-block sums, each < 2^31 (b200) */
+} mm_cpu_kernel;
+
+/* The kernels of the SIMD paths. tile needs every block sum |S| < 2^24 (int32 sums, (float)S
+ * exact); tile_split needs the sum of each half block below 2^31. The driver checks which
+ * bound the preset and formats meet. */
+extern const mm_cpu_kernel mm_cpu_kernel_portable;
+extern const mm_cpu_kernel mm_cpu_kernel_avx2;
+extern const mm_cpu_kernel mm_cpu_kernel_avx512;
+/* Any preset the plan checks accept (int64 sums): what neither bound covers. */
+extern const mm_cpu_kernel mm_cpu_kernel_wide;
+
+/* fp32 2^(frac - E), E raised to MM_CPU_E_FLOOR: the scale s of a block. */
+static inline float mm_cpu_scale(int32_t E, int32_t frac) {
+    const int32_t e = E < MM_CPU_E_FLOOR ? MM_CPU_E_FLOOR : E;
+    return mm_bits_f32((uint32_t)(127 + frac - e) << 23);
+}
+
+/* The exponent C brings to the block maximum: max(floor(log2|C|), -126), or none for +-0. */
+static inline int32_t mm_cpu_c_exponent(uint32_t cb) {
+    if ((cb & 0x7FFFFFFFu) == 0) return MM_CPU_ZERO_C_EXP;
+    const int32_t field = (int32_t)((cb >> 23) & 0xFFu);
+    return (field ? field : 1) - 127;
+}
+
+/* Exact result of one block whose integer sum S lies on the grid 2^grid: S's `keep` leading
+ * bits (truncated), composed to fp32 (mm_block's last two steps). The fallback of the narrow
+ * kernels when the fast exponent arithmetic would leave the normal range. */
+static inline uint32_t mm_cpu_compose(int64_t S, int grid, int keep) {
+    if (S == 0) return 0u;
+    const int sign = S < 0;
+    uint64_t A = (uint64_t)(sign ? -S : S);
+    const int L = mm_bitlen64(A);
+    if (L > keep) A = (A >> (L - keep)) << (L - keep);
+    return mm_f32_bits(mm_compose_f32(sign, A, grid));
+}
+
+#endif /* MMAEMU_CPU_FAST_H */
