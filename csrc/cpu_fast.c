@@ -308,6 +308,8 @@ int mmaemu_gemm_cpu(const mm_gemm* g, int threads) {
     const mm_cpu_kernel* narrow = narrow_kernel();
     if (!narrow) return MM_ERR_CPU_SIMD;
     if (g->M == 0 || g->N == 0) return MM_OK;
+    /* K = 0: every output is the epilogue of +0, and the operands may be NULL. */
+    if (g->K == 0) return mmaemu_gemm_reference(g);
 
     mm_cpu_job* job = calloc(1, sizeof(mm_cpu_job));
     if (!job) return MM_ERR_NO_MEMORY;
