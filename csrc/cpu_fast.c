@@ -298,8 +298,12 @@ static void run_threads(mm_cpu_job* job, int threads) {
     for (int t = 0; t < started; t++) pthread_join(tid[t], NULL);
 }
 
-/* Rows decoded at a time: bounds the decoded copy of A (8 bytes per element) to 256 MiB. */
-#define MM_CPU_A_BUDGET ((int64_t)256 << 20)
+/* Rows decoded at a time: bounds the decoded copy of A (8 bytes per element) to 32 MiB. */
+#define MM_CPU_A_BUDGET ((int64_t)32 << 20)
+/* Largest decoded B panel per thread (4 * MM_CPU_PANEL_STRIDE(w) bytes per k). The decoded
+ * operands hold all of K, so a longer K (above 87 381 to 174 762, by kernel) would cost
+ * memory in proportion to K: such GEMMs run the reference instead, in the operands' memory. */
+#define MM_CPU_PANEL_BUDGET ((int64_t)16 << 20)
 
 int mmaemu_gemm_cpu(const mm_gemm* g, int threads) {
     int rc = mmaemu_gemm_check(g);
@@ -330,6 +334,11 @@ int mmaemu_gemm_cpu(const mm_gemm* g, int threads) {
         job->tile = mm_cpu_kernel_wide.tile;
     }
     const int mr = job->kern->mr, w = job->kern->w;
+    if ((int64_t)4 * MM_CPU_PANEL_STRIDE(w) * g->K > MM_CPU_PANEL_BUDGET ||
+        (int64_t)8 * mr * g->K > MM_CPU_A_BUDGET) {
+        free(job);
+        return mmaemu_gemm_reference(g);
+    }
     mm_cpu_lut lut_a;
     lut_make(&lut_a, g->fmt_a);
     lut_make(&job->lut_b, g->fmt_b);

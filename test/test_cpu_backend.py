@@ -273,3 +273,15 @@ def test_avx512_kernel_on_emulated_intrinsics(tmp_path, flags):
     run = subprocess.run([str(exe), "100", "12345"], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0 and " 0 failures" in run.stdout, run.stdout + run.stderr
     assert "avx512 0" not in run.stdout  # the emulated kernel really ran
+
+
+def test_k_beyond_the_decode_budget_runs_the_reference_bits():
+    """A K whose decoded panel would exceed the per-thread budget (cpu_fast.c) still gives the
+    reference's bits: the backend hands such GEMMs to the reference."""
+    rng = np.random.default_rng(5)
+    K = 174_848  # above 174 762, the portable/AVX2 limit, and a multiple of 16
+    x = as_fp8(fp8_codes(rng, 3, K, "e4m3", "clustered"), "e4m3")
+    w = as_fp8(fp8_codes(rng, 2, K, "e4m3", "clustered"), "e4m3")
+    for fast in (True, False):
+        case = dict(BASE, preset="hopper", fast=fast)
+        assert_bitwise_equal(gemm(case, x, w, "cpu"), gemm(case, x, w, "reference"))
