@@ -92,6 +92,8 @@ class BuildWithC(BuildExtension):
 
     def build_extensions(self):
         build_kernels(os.path.dirname(self.get_ext_fullpath("mmaemu._C")))
+        if getattr(self, "editable_mode", False):  # pip install -e: the package is the source tree
+            self._copy_kernels_to_source()
         for ext in self.extensions:
             c_sources = [s for s in ext.sources if s.endswith(".c")]
             ext.sources = [s for s in ext.sources if not s.endswith(".c")]
@@ -105,9 +107,13 @@ class BuildWithC(BuildExtension):
         super().build_extensions()
 
     def copy_extensions_to_source(self):
-        """In-place and editable builds: the kernel sources and fatbins go beside the .so too."""
+        """In-place builds: the kernel sources and fatbins go beside the .so too."""
         super().copy_extensions_to_source()
-        built = os.path.join(self.build_lib, "mmaemu")
+        self._copy_kernels_to_source()
+
+    def _copy_kernels_to_source(self):
+        built = os.path.dirname(self.get_ext_fullpath("mmaemu._C")) if not self.inplace \
+            else os.path.join(self.build_lib, "mmaemu")
         for sub in ("kernels", "_fatbin"):
             if os.path.isdir(os.path.join(built, sub)):
                 shutil.copytree(os.path.join(built, sub), os.path.join(ROOT, "mmaemu", sub),
