@@ -849,19 +849,22 @@ typedef struct {
     int module;
     const char* fn32; /* function for 32-product blocks (or any block: reference) */
     const char* fn16; /* function for 16-product blocks */
+    const char* fn32_fast, *fn16_fast; /* separate fast-accumulation functions (wgmma), or NULL */
     int min_cc, only_cc, kind, tile;
 } kernel_desc;
 
 static const kernel_desc kernels[] = {
-    {"reference", MOD_REFERENCE, "mmaemu_reference_gemm", "mmaemu_reference_gemm", 0, 0, KIND_REFERENCE, 0},
-    {"cuda:h1", MOD_IEEE, "mmaemu_h1_gemm", NULL, 75, 0, KIND_TILED, 64},
-    {"cuda:h4", MOD_IEEE, "mmaemu_h4_gemm", NULL, 80, 0, KIND_TILED, 64},
-    {"cuda:v1", MOD_IEEE, NULL, "mmaemu_v1_gemm", 75, 0, KIND_TILED, 64},
-    {"cuda:v4", MOD_IEEE, NULL, "mmaemu_v4_gemm", 80, 0, KIND_TILED, 64},
-    {"cuda:wgmma", MOD_WGMMA, "mmaemu_wgmma_hopper_gemm", "mmaemu_wgmma_ada_gemm", 90, 90, KIND_WGMMA, 128},
+    {"reference", MOD_REFERENCE, "mmaemu_reference_gemm", "mmaemu_reference_gemm", NULL, NULL, 0, 0, KIND_REFERENCE, 0},
+    {"cuda:h1", MOD_IEEE, "mmaemu_h1_gemm", NULL, NULL, NULL, 75, 0, KIND_TILED, 64},
+    {"cuda:h4", MOD_IEEE, "mmaemu_h4_gemm", NULL, NULL, NULL, 80, 0, KIND_TILED, 64},
+    {"cuda:v1", MOD_IEEE, NULL, "mmaemu_v1_gemm", NULL, NULL, 75, 0, KIND_TILED, 64},
+    {"cuda:v4", MOD_IEEE, NULL, "mmaemu_v4_gemm", NULL, NULL, 80, 0, KIND_TILED, 64},
+    {"cuda:wgmma", MOD_WGMMA, "mmaemu_wgmma_hopper_gemm", "mmaemu_wgmma_ada_gemm",
+     "mmaemu_wgmma_hopper_fast_gemm", "mmaemu_wgmma_ada_fast_gemm", 90, 90, KIND_WGMMA, 128},
 };
 #define N_KERNELS ((int)(sizeof kernels / sizeof kernels[0]))
 #define FN_SPLIT_REDUCE 15 /* slot of mmaemu_split_reduce in device_state.fns */
+#define FN_FAST_BASE 12    /* slots of the fast-accumulation functions (wgmma only) */
 
 static const kernel_desc* kernel_find(const char* name) {
     for (int i = 0; i < N_KERNELS; i++)
@@ -915,7 +918,15 @@ static int function_get(device_state* d, int mod, const char* fn, int slot, CUfu
     return MM_OK;
 }
 
-static int kernel_slot(const kernel_desc* k, int block) { return (int)(k - kernels) * 2 + (block == 16); }
+static int kernel_slot(const kernel_desc* k, int block, int fast) {
+    if (fast && k->fn32_fast) return FN_FAST_BASE + (block == 16);
+    return (int)(k - kernels) * 2 + (block == 16);
+}
+
+static const char* kernel_function(const kernel_desc* k, int block, int fast) {
+    if (fast && k->fn32_fast) return block == 16 ? k->fn16_fast : k->fn32_fast;
+    return block == 16 ? k->fn16 : k->fn32;
+}
 
 /* Everything a launch of kernel k for plan g needs, loading what is missing (dev_lock held). */
 static int kernel_prepare(const kernel_desc* k, const mm_gemm* g, device_state* d, CUfunction* fn,
@@ -923,8 +934,8 @@ static int kernel_prepare(const kernel_desc* k, const mm_gemm* g, device_state* 
     int rc;
     if ((rc = kernel_on_device(k, d)) != MM_OK || (rc = kernel_accepts(k, g)) != MM_OK) return rc;
     const int block = k->kind == KIND_REFERENCE ? 32 : (int)g->preset.block;
-    const char* name = block == 16 ? k->fn16 : k->fn32;
-    const int slot = kernel_slot(k, block);
+    const char* name = kernel_function(k, block, g->fast_accum != 0);
+    const int slot = kernel_slot(k, block, g->fast_accum != 0);
     if ((rc = function_get(d, k->module, name, slot, fn)) != MM_OK) return rc;
     if (k->kind == KIND_WGMMA && !d->fn_smem_set[slot]) {
         if ((rc = ctx_push(d)) != MM_OK) return rc;
@@ -1152,7 +1163,7 @@ int mmaemu_cuda_kernel_check(int device, const char* kernel, char* detail, int n
     int rc = device_get(device, &d);
     if (rc == MM_OK) rc = kernel_on_device(k, d);
     CUfunction f;
-    if (rc == MM_OK) rc = function_get(d, k->module, k->fn32 ? k->fn32 : k->fn16, kernel_slot(k, k->fn32 ? 32 : 16), &f);
+    if (rc == MM_OK) rc = function_get(d, k->module, k->fn32 ? k->fn32 : k->fn16, kernel_slot(k, k->fn32 ? 32 : 16, 0), &f);
     if (rc == MM_OK) copy_str(detail, n, d->mods[k->module].detail);
     else copy_str(detail, n, g_error);
     pthread_mutex_unlock(&dev_lock);

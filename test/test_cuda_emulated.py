@@ -99,6 +99,7 @@ void mm_emu_wgmma_m64n128k32(float (&d)[64], uint64_t da, uint64_t db, int scale
 extern "C" void mmaemu_h1_gemm(mm_launch); extern "C" void mmaemu_h4_gemm(mm_launch);
 extern "C" void mmaemu_v1_gemm(mm_launch); extern "C" void mmaemu_v4_gemm(mm_launch);
 extern "C" void mmaemu_wgmma_hopper_gemm(mm_launch); extern "C" void mmaemu_wgmma_ada_gemm(mm_launch);
+extern "C" void mmaemu_wgmma_hopper_fast_gemm(mm_launch); extern "C" void mmaemu_wgmma_ada_fast_gemm(mm_launch);
 
 static void launch(void (*kernel)(mm_launch), mm_emu_dim3 grid, const mm_launch& p) {
     gridDim = grid;
@@ -126,7 +127,9 @@ static uint8_t code(int mode) {
 
 static int failures = 0, plans = 0;
 
-static void check(const char* kname, void (*kernel)(mm_launch), int tile, int preset, int64_t M,
+struct kernel_pair { void (*promote)(mm_launch); void (*fast)(mm_launch); };
+
+static void check(const char* kname, kernel_pair kp, int tile, int preset, int64_t M,
                   int64_t N, int64_t K, int fast, int splits, int scheme, int out_kind, int pad, int mode) {
     const int64_t lda = K + pad, ldb = K + pad;
     std::vector<uint8_t> A(M * lda + 16), B(N * ldb + 16);
@@ -155,7 +158,7 @@ static void check(const char* kname, void (*kernel)(mm_launch), int tile, int pr
     std::vector<float> parts(splits > 1 ? splits * M * N : 1, -999.0f);
     p.partials = parts.data();
     const unsigned gx = (unsigned)((N + tile - 1) / tile), gy = (unsigned)((M + tile - 1) / tile);
-    launch(kernel, {gx, gy, (unsigned)splits}, p);
+    launch(fast ? kp.fast : kp.promote, {gx, gy, (unsigned)splits}, p);
     if (splits > 1) launch(mmaemu_split_reduce, {4, 1, 1}, p);
     plans++;
     if (memcmp(out.data(), want.data(), out.size()) != 0) {
@@ -174,11 +177,13 @@ static void check(const char* kname, void (*kernel)(mm_launch), int tile, int pr
 }
 
 int main() {
-    struct { const char* name; void (*fn)(mm_launch); int tile, preset; } ks[] = {
-        {"h1", mmaemu_h1_gemm, 64, MM_PRESET_HOPPER}, {"h4", mmaemu_h4_gemm, 64, MM_PRESET_HOPPER},
-        {"v1", mmaemu_v1_gemm, 64, MM_PRESET_ADA}, {"v4", mmaemu_v4_gemm, 64, MM_PRESET_ADA},
-        {"wgmma-hopper", mmaemu_wgmma_hopper_gemm, 128, MM_PRESET_HOPPER},
-        {"wgmma-ada", mmaemu_wgmma_ada_gemm, 128, MM_PRESET_ADA},
+    struct { const char* name; kernel_pair fn; int tile, preset; } ks[] = {
+        {"h1", {mmaemu_h1_gemm, mmaemu_h1_gemm}, 64, MM_PRESET_HOPPER},
+        {"h4", {mmaemu_h4_gemm, mmaemu_h4_gemm}, 64, MM_PRESET_HOPPER},
+        {"v1", {mmaemu_v1_gemm, mmaemu_v1_gemm}, 64, MM_PRESET_ADA},
+        {"v4", {mmaemu_v4_gemm, mmaemu_v4_gemm}, 64, MM_PRESET_ADA},
+        {"wgmma-hopper", {mmaemu_wgmma_hopper_gemm, mmaemu_wgmma_hopper_fast_gemm}, 128, MM_PRESET_HOPPER},
+        {"wgmma-ada", {mmaemu_wgmma_ada_gemm, mmaemu_wgmma_ada_fast_gemm}, 128, MM_PRESET_ADA},
     };
     for (auto& k : ks) {
         for (int fast = 0; fast < 2; fast++) {

@@ -307,15 +307,17 @@ def test_fake_sm90_wgmma_and_sm75(fake_driver, fatbins, tmp_path):
 assert run("cuda:wgmma", M=300, N=130)[0] == 0
 assert run("cuda:wgmma", preset="ada")[0] == 0
 assert run("auto")[0] == 0          # the C-level auto never takes a gated kernel
+assert run("cuda:wgmma", M=64, N=64, fast=0)[0] == 0
 rc, err = run("cuda:wgmma", preset="b200")
 assert rc != 0 and "frac 13, keep 14" in err, err
 """, dict(env, FAKE_CUDA_CC="90"))
     lines = log_lines(log)
-    assert "attr mmaemu_wgmma_hopper_gemm 8 134144" in lines
+    assert "attr mmaemu_wgmma_hopper_fast_gemm 8 134144" in lines
     launches = [l for l in lines if l.startswith("launch")]
-    assert launches[0].startswith("launch mmaemu_wgmma_hopper_gemm grid 2 3 1 block 256 1 1 smem 134144")
-    assert launches[1].startswith("launch mmaemu_wgmma_ada_gemm grid 2 1 1")
+    assert launches[0].startswith("launch mmaemu_wgmma_hopper_fast_gemm grid 2 3 1 block 256 1 1 smem 134144")
+    assert launches[1].startswith("launch mmaemu_wgmma_ada_fast_gemm grid 2 1 1")
     assert launches[2].startswith("launch mmaemu_h4_gemm")
+    assert launches[3].startswith("launch mmaemu_wgmma_hopper_gemm grid 1 1 1")   # promotion
     os.unlink(log)
     run_py(PLAN_HELPERS + """
 assert run("auto")[0] == 0 and run("auto", preset="ada")[0] == 0

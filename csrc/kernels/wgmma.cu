@@ -1,9 +1,10 @@
 // wgmma.cu: the gated tensor-core kernel for sm_90 (cuda:wgmma), built for sm_90a only.
 //
 // On Hopper the `hopper` preset *is* the FP8 wgmma instruction: a k32 wgmma is one 32-product
-// block + C (validated on 5 000 H100 and 5 000 H200 vectors with C = 0, docs/semantics.md;
-// C's part in the block is cited, not validated). So issuing wgmma.m64n128k32.f32.e4m3.e4m3 in
-// exactly mmaemu's schedule returns the model's bits at tensor-core speed:
+// block + C (validated with C = 0: 5 000 H100 vectors, 0 mismatches; C's part in the block is
+// cited, not validated; docs/backends.md lists each assumption). So issuing
+// wgmma.m64n128k32.f32.e4m3.e4m3 in exactly mmaemu's schedule returns the model's bits at
+// tensor-core speed:
 //   - blocks in ascending k from the split's origin, one wgmma per block, the accumulator
 //     carried from block to block (fast accumulation);
 //   - without fast accumulation, each 128-k interval starts a fresh chain (scale-d = 0) and its
@@ -21,7 +22,7 @@
 //
 // Layout: a CTA of two warpgroups computes a 128 x 128 output tile (each warpgroup 64 rows).
 // k tiles of 128 bytes per row (one promotion interval) stream through a 4-stage cp.async
-// ring. In shared memory a k tile is 8 regions of 16 k; a region holds each row's 16 bytes in
+// ring; with fast accumulation one interval's wgmmas run while the next are issued. In shared memory a k tile is 8 regions of 16 k; a region holds each row's 16 bytes in
 // row order, which is wgmma's K-major "interleave" layout (no swizzle): a core matrix is 8
 // rows x 16 bytes, SBO = 128 between row groups, LBO = the distance to the next 16 k.
 #include "mmaemu_launch.h"
@@ -46,7 +47,7 @@ constexpr int kStage = 2 * kOperand;
 constexpr int kZero = 2048;                      // zeros for the upper k of ada's wgmmas
 constexpr int kSmemBytes = kStages * kStage + kZero; // 134144: MM_WGMMA_SMEM_BYTES in cuda_backend.c
 static_assert(kSmemBytes == 134144, "update MM_WGMMA_SMEM_BYTES in cuda_backend.c");
-static_assert(kStages == 4, "cp_async_wait_stages waits until kStages - 2 = 2 groups are pending");
+static_assert(kStages == 4, "cp_async_wait_stages / _one wait for kStages - 2 / kStages - 3 pending groups");
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
 #if defined(MMAEMU_EMULATE)
@@ -76,11 +77,13 @@ __device__ __forceinline__ void cp_async16(uint8_t* dst, const void* src, int sr
 #endif
 __device__ __forceinline__ void cp_async_commit() { MM_PTX("cp.async.commit_group;"); }
 __device__ __forceinline__ void cp_async_wait_stages() { MM_PTX("cp.async.wait_group 2;"); } // kStages - 2
+__device__ __forceinline__ void cp_async_wait_one() { MM_PTX("cp.async.wait_group 1;"); }    // kStages - 3
 __device__ __forceinline__ void cp_async_wait_all() { MM_PTX("cp.async.wait_group 0;"); }
 __device__ __forceinline__ void fence_proxy_async() { MM_PTX("fence.proxy.async.shared::cta;"); }
 __device__ __forceinline__ void wgmma_fence() { MM_PTX("wgmma.fence.sync.aligned;"); }
 __device__ __forceinline__ void wgmma_commit() { MM_PTX("wgmma.commit_group.sync.aligned;"); }
 __device__ __forceinline__ void wgmma_wait_all() { MM_PTX("wgmma.wait_group.sync.aligned 0;"); }
+__device__ __forceinline__ void wgmma_wait_one() { MM_PTX("wgmma.wait_group.sync.aligned 1;"); }
 
 // A K-major, no-swizzle shared-memory matrix descriptor.
 __device__ __forceinline__ uint64_t desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
@@ -164,8 +167,9 @@ __device__ __forceinline__ void load_tile(uint8_t* stage, const mm_gemm& g, int6
     }
 }
 
-// The kernel. kAda: the ada preset (16-product blocks), else hopper (32).
-template <bool kAda>
+// The kernel. kAda: the ada preset (16-product blocks), else hopper (32). kFast: fast
+// accumulation (one chain through the split), else promotion every 128 k.
+template <bool kAda, bool kFast>
 __device__ void wgmma_gemm(const mm_launch& p) {
 #if defined(MMAEMU_EMULATE)
     uint8_t* smem = mm_emu_dynamic_smem();
@@ -173,11 +177,14 @@ __device__ void wgmma_gemm(const mm_launch& p) {
     extern __shared__ __align__(128) uint8_t smem[];
 #endif
     constexpr int kBlock = kAda ? 16 : 32;
+    // Tiles loaded ahead: promotion waits for each interval's chain before the next, so 3 tiles
+    // can be in flight; fast accumulation keeps one interval's wgmmas running while the next is
+    // issued, so the stage being overwritten must be two intervals old.
+    constexpr int kAhead = kFast ? kStages - 2 : kStages - 1;
     const mm_gemm g = mm_launch_plan(&p);
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int wg = warp / 4, wq = warp % 4;
     const int64_t row0 = (int64_t)blockIdx.y * kRows, col0 = (int64_t)blockIdx.x * kRows;
-    const bool fast = g.fast_accum != 0;
     const bool a16 = ((uint64_t)g.a % 16 == 0) && g.lda % 16 == 0;
     const bool b16 = ((uint64_t)g.b % 16 == 0) && g.ldb % 16 == 0;
     uint8_t* zero = smem + kStages * kStage;
@@ -193,17 +200,23 @@ __device__ void wgmma_gemm(const mm_launch& p) {
         for (int i = 0; i < 64; i++) d[i] = acc[i] = 0.0f;
         __syncthreads(); // the ring (and the staging tile) are free
 #pragma unroll
-        for (int st = 0; st < kStages - 1; st++) {
+        for (int st = 0; st < kAhead; st++) {
             if (st < ntiles) load_tile(smem + st * kStage, g, row0, col0, k0 + st * kKTile, k1, a16, b16);
             cp_async_commit();
         }
         for (int64_t t = 0; t < ntiles; t++) {
-            cp_async_wait_stages();
+            // Groups committed so far: tiles 0 .. t+kAhead-1; tile t has landed once at most
+            // kAhead - 1 newer groups are pending.
+            if (kFast) cp_async_wait_one();
+            else cp_async_wait_stages();
             fence_proxy_async(); // generic-proxy writes (cp.async, stores) -> wgmma reads
-            __syncthreads();
-            if (t + kStages - 1 < ntiles)
-                load_tile(smem + ((t + kStages - 1) % kStages) * kStage, g, row0, col0,
-                          k0 + (t + kStages - 1) * kKTile, k1, a16, b16);
+            __syncthreads();     // tile t visible to all; every thread is past the previous wait
+            // Overwrites the stage of tile t + kAhead - kStages: its wgmmas are complete (promotion:
+            // waited for in the previous interval; fast: the wait_group(1) after tile t-1 covered
+            // tile t-2, for both warpgroups, by the barrier above).
+            if (t + kAhead < ntiles)
+                load_tile(smem + ((t + kAhead) % kStages) * kStage, g, row0, col0,
+                          k0 + (t + kAhead) * kKTile, k1, a16, b16);
             cp_async_commit();
 
             const uint8_t* st = smem + (t % kStages) * kStage;
@@ -213,20 +226,24 @@ __device__ void wgmma_gemm(const mm_launch& p) {
             // k1 read zeros: a block of zero products returns C unchanged, since C carries at most
             // 14 significant bits (the model's identity; SageAttention2 reports the same for
             // hardware, and the self-test checks K that are not multiples of 128).
-            const bool chain_start = !fast || t == 0;
-            fence_operands(d);
+            const bool chain_start = !kFast || t == 0;
+            if (!kFast) fence_operands(d);
             wgmma_fence();
 #pragma unroll
             for (int s = 0; s < kKTile / kBlock; s++)
                 issue_block<kAda>(d, a_base, b_base, zero_addr, s, s == 0 && chain_start);
             wgmma_commit();
-            wgmma_wait_all();
-            fence_operands(d);
-            if (!fast) {
+            if (kFast) {
+                wgmma_wait_one(); // the previous interval's wgmmas are done; this one may run on
+            } else {
+                wgmma_wait_all();
+                fence_operands(d);
 #pragma unroll
                 for (int i = 0; i < 64; i++) acc[i] = acc[i] + d[i]; // promotion: an IEEE fp32 add
             }
         }
+        wgmma_wait_all();
+        fence_operands(d);
         cp_async_wait_all();
         __syncthreads(); // every warpgroup is done with the ring: reuse it to stage the results
 
@@ -235,7 +252,7 @@ __device__ void wgmma_gemm(const mm_launch& p) {
         for (int i = 0; i < 64; i++) {
             const int r = wg * 64 + wq * 16 + lane / 4 + 8 * ((i >> 1) & 1);
             const int c = 8 * (i >> 2) + 2 * (lane % 4) + (i & 1);
-            float v = fast ? d[i] : acc[i];
+            float v = kFast ? d[i] : acc[i];
             if ((mm_f32_bits(v) & 0x7FFFFFFFu) == 0) v = 0.0f; // the model's zero is +0
             out_tile[r * kRows + c] = v;
         }
@@ -250,18 +267,16 @@ __device__ void wgmma_gemm(const mm_launch& p) {
 
 } // namespace
 
-extern "C" __global__ void __launch_bounds__(256, 1) mmaemu_wgmma_hopper_gemm(mm_launch p) {
+// Entry points: the preset's block size and the accumulation mode are template parameters, so
+// each kernel issues its wgmmas in one straight sequence (the loader picks by plan).
 #if defined(MM_WGMMA_BODY)
-    wgmma_gemm<false>(p);
+#define MM_WGMMA_ENTRY(name, ada, fast) \
+    extern "C" __global__ void __launch_bounds__(256, 1) name(mm_launch p) { wgmma_gemm<ada, fast>(p); }
 #else
-    __trap(); // built for sm_90a only; the loader never launches it elsewhere
+#define MM_WGMMA_ENTRY(name, ada, fast) \
+    extern "C" __global__ void __launch_bounds__(256, 1) name(mm_launch p) { __trap(); } // sm_90a only
 #endif
-}
-
-extern "C" __global__ void __launch_bounds__(256, 1) mmaemu_wgmma_ada_gemm(mm_launch p) {
-#if defined(MM_WGMMA_BODY)
-    wgmma_gemm<true>(p);
-#else
-    __trap();
-#endif
-}
+MM_WGMMA_ENTRY(mmaemu_wgmma_hopper_gemm, false, false)
+MM_WGMMA_ENTRY(mmaemu_wgmma_hopper_fast_gemm, false, true)
+MM_WGMMA_ENTRY(mmaemu_wgmma_ada_gemm, true, false)
+MM_WGMMA_ENTRY(mmaemu_wgmma_ada_fast_gemm, true, true)
