@@ -462,7 +462,7 @@ def selftest(device=None, kernels=None, presets=None, force=False):
     for dev in devices:
         for kernel in names:
             k = KERNELS.get(kernel)
-            for preset in (presets or (k.presets if k else ("hopper", "ada"))):
+            for preset in (presets or (k.presets if k else ("ada",))):
                 if k is not None and preset not in k.presets:
                     continue
                 reason = _static_reason(kernel, dev, preset)
@@ -495,6 +495,8 @@ def _device_of(tensors):
     for t in tensors:
         if isinstance(t, torch.Tensor):
             return t.device
+        if isinstance(t, torch.device):
+            return t
     return torch.device("cpu")
 
 
@@ -518,7 +520,8 @@ def resolve(backend_request, tensors, preset, fmt_pair):
     """Chooses the backend for a GEMM.
 
     backend_request: None (MMAEMU_BACKEND or "auto"), "auto", "reference", "cuda", or a kernel
-    name; tensors: the operands (their device decides); preset: "hopper", "ada", "b200";
+    name; tensors: the operands (their device decides; a torch.device also works); preset:
+    "hopper", "ada", "b200";
     fmt_pair: the operands' FP8 formats (torch dtypes or "e4m3"/"e5m2").
 
     Returns Resolution(backend, fallbacks, warnings): the string to pass as the ops' `backend`
@@ -531,6 +534,8 @@ def resolve(backend_request, tensors, preset, fmt_pair):
         raise ValueError(f"unknown backend {request!r}; expected one of {', '.join(BACKEND_NAMES)}")
     if preset not in PRIORITY:
         raise ValueError(f"unknown preset {preset!r}")
+    if request in NOT_BUILT:
+        raise BackendUnavailableError(f"backend {request!r} is {NOT_BUILT[request]}")
     device = _device_of(tensors)
     if device.type == "cuda" and device.index is None:
         device = torch.device("cuda", torch.cuda.current_device())
@@ -563,9 +568,6 @@ def _resolve(request, device, preset, fa, fb, capturing=False):
         if request in ("auto", "reference"):
             return host_fallback("MMAEMU_DISABLE_CUDA=1", [])
         raise BackendUnavailableError(f"backend {request!r}: CUDA disabled by MMAEMU_DISABLE_CUDA=1")
-
-    if request in NOT_BUILT:
-        raise BackendUnavailableError(f"backend {request!r} is {NOT_BUILT[request]}")
 
     if request == "reference":
         why = _static_reason("reference", dev)

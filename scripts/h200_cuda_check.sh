@@ -55,8 +55,7 @@ step build "${T_BUILD:-150}" "$LOG" $PY setup.py build_ext --inplace
 
 # 2. the CUDA tests with the GPU
 step tests_cuda "${T_CUDA:-140}" "$OUT/tests_cuda.log" $PY -m pytest -v -rs $XDIST --durations=15 \
-    test/test_cuda_gpu.py test/test_cuda_loader.py test/test_cuda_nvrtc.py test/test_cuda_blockmath.py \
-    test/test_cuda_emulated.py
+    test/test_cuda_gpu.py test/test_cuda_*.py
 
 # 3. self-tests (verdicts cached by step 2 in $MMAEMU_CACHE_DIR) and status
 LOG=$OUT/selftest.log
