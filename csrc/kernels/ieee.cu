@@ -76,6 +76,19 @@ __device__ __forceinline__ uint32_t max_u16x2(uint32_t a, uint32_t b) {
     return d;
 }
 
+// The sign bit of x alone. Opaque to the compiler on purpose: it would otherwise fold the
+// per-operand masks into every product ((a ^ b) & sign, then ^ K: three operations per product)
+// instead of the one three-input xor (sa ^ sb ^ K) they allow.
+__device__ __forceinline__ uint32_t sign_bits(float x) {
+#if defined(__CUDA_ARCH__) && !defined(MMAEMU_EMULATE)
+    uint32_t s;
+    asm("and.b32 %0, %1, 0x80000000;" : "=r"(s) : "r"(mm_f32_bits(x)));
+    return s;
+#else
+    return mm_f32_bits(x) & MM_EXACT_SIGN;
+#endif
+}
+
 // ---------------------------------------------------------------------------------------------
 // Shared memory. Values are k-major so a thread reads its 4 rows (or columns) as one float4.
 
@@ -211,8 +224,8 @@ __device__ __forceinline__ void tile_blocks(const Decoded<kPacked>& s, Acc& acc,
             uint32_t sa[4], sb[4];
 #pragma unroll
             for (int q = 0; q < 4; q++) {
-                sa[q] = mm_f32_bits(a4[q]) & MM_EXACT_SIGN;
-                sb[q] = mm_f32_bits(b4[q]) & MM_EXACT_SIGN;
+                sa[q] = sign_bits(a4[q]);
+                sb[q] = sign_bits(b4[q]);
             }
 #pragma unroll
             for (int r = 0; r < 4; r++)
