@@ -1,9 +1,19 @@
 """Builds mmaemu._C: the C11 core (compiled by the C compiler) plus one C++ registration shim.
 
 Install for development with:  pip install --no-build-isolation -e .
+
+When nvcc is found (PATH, $CUDA_HOME/bin, /usr/local/cuda/bin), the CUDA kernels of
+csrc/kernels are also built into fatbins (mmaemu/_fatbin/*.fatbin, each stamped with the SHA-256
+of the sources it was built from); MMAEMU_BUILD_FATBIN=0 skips that (about two minutes on one
+core). Either way the kernel sources ship in mmaemu/kernels, so that the runtime can compile
+them with NVRTC where no fatbin fits. Nothing links against CUDA: the extension builds against
+the CPU-only torch wheel.
 """
 import glob
+import hashlib
 import os
+import shutil
+import subprocess
 
 from setuptools import setup
 from setuptools.command.build_py import build_py
@@ -13,10 +23,78 @@ ROOT = os.path.dirname(os.path.abspath(__file__))
 C_FLAGS = ["-std=c11", "-O3", "-fPIC", "-ffp-contract=off", "-fno-fast-math", "-Wall", "-Wextra"]
 
 
+KERNEL_DIR = os.path.join(ROOT, "csrc", "kernels")
+# Fatbin targets: SASS for every architecture from Turing to Blackwell, plus PTX for newer ones.
+# The wgmma kernel uses sm_90a-only instructions: SASS for sm_90a and nothing else.
+FATBIN_ARCHS = ["75", "80", "86", "89", "90", "100", "120"]
+FATBIN_MODULES = {
+    "reference": [f"-gencode=arch=compute_{a},code=sm_{a}" for a in FATBIN_ARCHS]
+                 + ["-gencode=arch=compute_120,code=compute_120"],
+    "ieee": [f"-gencode=arch=compute_{a},code=sm_{a}" for a in FATBIN_ARCHS]
+            + ["-gencode=arch=compute_120,code=compute_120"],
+    "wgmma": ["-gencode=arch=compute_90a,code=sm_90a"],
+}
+
+
+def kernel_source_hash(module):
+    """SHA-256 over (name, length, bytes) of module.cu and every mmaemu_*.h, as cuda_backend.c
+    computes it: a fatbin whose stamp differs from the sources is not loaded."""
+    names = [module + ".cu"] + sorted(os.path.basename(p)
+                                      for p in glob.glob(os.path.join(KERNEL_DIR, "mmaemu_*.h")))
+    h = hashlib.sha256()
+    for name in names:
+        with open(os.path.join(KERNEL_DIR, name), "rb") as f:
+            data = f.read()
+        h.update(name.encode() + b"\0" + str(len(data)).encode() + b"\0" + data)
+    return h.hexdigest()
+
+
+def find_nvcc():
+    for cand in (shutil.which("nvcc"),
+                 os.path.join(os.environ.get("CUDA_HOME", ""), "bin", "nvcc"),
+                 "/usr/local/cuda/bin/nvcc"):
+        if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
+            return cand
+    return None
+
+
+def build_kernels(package_dir):
+    """Copies the kernel sources into the package and, with nvcc, builds the fatbins."""
+    kernels = os.path.join(package_dir, "kernels")
+    os.makedirs(kernels, exist_ok=True)
+    for src in glob.glob(os.path.join(KERNEL_DIR, "*.cu")) + glob.glob(os.path.join(KERNEL_DIR, "*.h")):
+        shutil.copy2(src, kernels)
+    if os.environ.get("MMAEMU_BUILD_FATBIN", "1") == "0":
+        print("mmaemu: MMAEMU_BUILD_FATBIN=0: no fatbins (the runtime compiles with NVRTC)")
+        return
+    nvcc = find_nvcc()
+    if nvcc is None:
+        print("mmaemu: nvcc not found: no fatbins (the runtime compiles with NVRTC)")
+        return
+    out = os.path.join(package_dir, "_fatbin")
+    os.makedirs(out, exist_ok=True)
+    for module, gencode in FATBIN_MODULES.items():
+        target = os.path.join(out, module + ".fatbin")
+        stamp = kernel_source_hash(module)
+        if os.path.exists(target + ".sha256") and open(target + ".sha256").read().strip() == stamp:
+            continue  # up to date
+        cmd = [nvcc, "-fatbin", "--fmad=false", "-O3", "-std=c++17", "-I", KERNEL_DIR, *gencode,
+               "--threads", os.environ.get("MAX_JOBS", "1"),
+               "-o", target, os.path.join(KERNEL_DIR, module + ".cu")]
+        print("mmaemu:", " ".join(cmd))
+        subprocess.run(cmd, check=True)
+        with open(target + ".sha256", "w") as f:
+            f.write(stamp + "\n")
+
+
 class BuildWithC(BuildExtension):
-    """torch's BuildExtension compiles .c files as C++; compile them as C11 here instead."""
+    """torch's BuildExtension compiles .c files as C++; compile them as C11 here instead.
+    Also ships the CUDA kernels (sources, and fatbins where nvcc exists)."""
 
     def build_extensions(self):
+        build_kernels(os.path.dirname(self.get_ext_fullpath("mmaemu._C")))
+        if getattr(self, "editable_mode", False):  # pip install -e: the package is the source tree
+            self._copy_kernels_to_source()
         for ext in self.extensions:
             c_sources = [s for s in ext.sources if s.endswith(".c")]
             ext.sources = [s for s in ext.sources if not s.endswith(".c")]
@@ -28,6 +106,19 @@ class BuildWithC(BuildExtension):
             )
             ext.extra_objects = list(ext.extra_objects or []) + objects
         super().build_extensions()
+
+    def copy_extensions_to_source(self):
+        """In-place builds: the kernel sources and fatbins go beside the .so too."""
+        super().copy_extensions_to_source()
+        self._copy_kernels_to_source()
+
+    def _copy_kernels_to_source(self):
+        built = os.path.dirname(self.get_ext_fullpath("mmaemu._C")) if not self.inplace \
+            else os.path.join(self.build_lib, "mmaemu")
+        for sub in ("kernels", "_fatbin"):
+            if os.path.isdir(os.path.join(built, sub)):
+                shutil.copytree(os.path.join(built, sub), os.path.join(ROOT, "mmaemu", sub),
+                                dirs_exist_ok=True)
 
 
 class BuildPyWithTables(build_py):
@@ -48,13 +139,14 @@ setup(
     version="0.1.0",
     description="Bit-exact emulation of NVIDIA FP8 tensor-core GEMMs on any CPU or CUDA GPU",
     packages=["mmaemu"],
+    package_data={"mmaemu": ["kernels/*", "_fatbin/*"]},  # tables/ goes in by BuildPyWithTables
     ext_modules=[
         CppExtension(
             "mmaemu._C",
             sources,
             include_dirs=[os.path.join(ROOT, "csrc")],
             extra_compile_args={"cxx": ["-O2", "-ffp-contract=off"], "c": []},
-            extra_link_args=[],
+            extra_link_args=["-ldl", "-pthread"],  # the CUDA loader: dlopen, pthread_once
         )
     ],
     cmdclass={"build_ext": BuildWithC, "build_py": BuildPyWithTables},

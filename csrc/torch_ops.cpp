@@ -53,6 +53,86 @@ float scalar_scale(const at::Tensor& s, const char* name) {
   return s.to(at::kCPU).item<float>();
 }
 
+// A scale for a GEMM on `device`. On CUDA a CUDA scale stays on the device (the kernel reads it:
+// no host synchronisation, so CUDA graphs can capture the op); returns nullptr and leaves the
+// value to the kernel. Otherwise its value is stored in *value.
+const float* device_scale(const at::Tensor& s, const char* name, c10::Device device, float* value) {
+  TORCH_CHECK(s.scalar_type() == at::kFloat && s.numel() == 1, "mmaemu: ", name,
+              " must be a float32 tensor with one element");
+  if (device.is_cuda() && s.is_cuda()) {
+    TORCH_CHECK(s.device() == device, "mmaemu: ", name, " is on ", s.device(),
+                " but the operands are on ", device);
+    return s.data_ptr<float>();
+  }
+  *value = scalar_scale(s, name);
+  return nullptr;
+}
+
+// The scale tensors of a CUDA call, for the host fallback.
+struct Scales {
+  const at::Tensor* a = nullptr;
+  const at::Tensor* b = nullptr;
+  const at::Tensor* result = nullptr;
+};
+
+// The reference model on host copies (the cpu backend: the same bits, fast): what "reference" and "auto" do on CUDA tensors when no
+// CUDA kernel can be loaded here (no driver, no usable fatbin and no NVRTC, MMAEMU_DISABLE_CUDA=1).
+void host_reference(mm_gemm g, const at::Tensor& a, const at::Tensor& b, const Scales& s,
+                    at::Tensor& out) {
+  const at::Tensor ac = a.cpu().contiguous(), bc = b.cpu().contiguous();
+  g.a = static_cast<const uint8_t*>(ac.data_ptr());
+  g.b = static_cast<const uint8_t*>(bc.data_ptr());
+  g.lda = ac.stride(0);
+  g.ldb = bc.stride(0);
+  if (s.a) g.scale_a = scalar_scale(*s.a, "scale_a");
+  if (s.b) g.scale_b = scalar_scale(*s.b, "scale_b");
+  if (s.result) g.scale_result = scalar_scale(*s.result, "scale_result");
+  at::Tensor oc = at::empty({g.M, g.N}, out.options().device(at::kCPU));
+  g.out = oc.data_ptr();
+  g.ldo = g.N;
+  TORCH_CHECK(!mmaemu_cpu_flushes_denormals(), "mmaemu: ",
+              mmaemu_error_string(MM_ERR_FLUSH_DENORMAL));
+  const int rc = mmaemu_gemm_cpu(&g, at::get_num_threads());  // the reference's bits, fast
+  TORCH_CHECK(rc == MM_OK, "mmaemu: ", mmaemu_error_string(rc));
+  out.copy_(oc);
+}
+
+// CUDA tensors: the named kernel (or the loader's choice for "auto"/"cuda") on PyTorch's current
+// stream, with a workspace tensor for split partials; see cuda_backend.h.
+void run_cuda(const mm_gemm& g, const std::string& backend, const at::Tensor& a,
+              const at::Tensor& b, const Scales& s, const float* sa, const float* sb,
+              const float* sr, at::Tensor& out) {
+  const int device = out.device().index();
+  mm_cuda_call call = {};
+  call.g = g;
+  call.device = device;
+  call.scale_a = sa;
+  call.scale_b = sb;
+  call.scale_result = sr;
+  char name[64] = "";
+  int rc = mmaemu_cuda_resolve(&call.g, backend.c_str(), device, name, sizeof name);
+  at::Tensor workspace;
+  if (rc == MM_OK) {
+    int64_t bytes = 0;
+    rc = mmaemu_cuda_workspace_bytes(&call.g, name, device, &bytes);
+    if (rc == MM_OK && bytes > 0) {
+      workspace = at::empty({bytes / 4}, out.options().dtype(at::kFloat));
+      call.workspace = workspace.data_ptr();
+    }
+    if (rc == MM_OK) rc = mmaemu_cuda_gemm_ex(&call, name);
+  }
+  if (rc == MM_OK) return;
+  if (rc == MM_ERR_UNAVAILABLE && (backend == "reference" || backend == "auto")) {
+    if (backend == "auto") {
+      TORCH_WARN_ONCE("mmaemu: no CUDA kernel could run (", mmaemu_cuda_last_error(),
+                      "); computing the reference model on the CPU instead");
+    }
+    host_reference(g, a, b, s, out);
+    return;
+  }
+  TORCH_CHECK(false, "mmaemu: CUDA backend '", backend, "' failed: ", mmaemu_cuda_last_error());
+}
+
 // Rows of t along K with unit K stride: t itself when it already has them, else a copy.
 at::Tensor k_contiguous(const at::Tensor& t) {
   return t.stride(1) == 1 ? t : t.contiguous();
@@ -60,12 +140,7 @@ at::Tensor k_contiguous(const at::Tensor& t) {
 
 void run(const mm_gemm& g, const std::string& backend, c10::Device device) {
   int rc;
-  if (device.is_cuda()) {
-    rc = mmaemu_cuda_gemm(&g, backend.c_str(), device.index());
-    TORCH_CHECK(rc == MM_OK, "mmaemu: CUDA backend '", backend, "' failed: ",
-                mmaemu_cuda_last_error());
-    return;
-  }
+  TORCH_CHECK(!device.is_cuda(), "mmaemu: internal error: CUDA plans go through run_cuda");
   TORCH_CHECK(!mmaemu_cpu_flushes_denormals(), "mmaemu: ",
               mmaemu_error_string(MM_ERR_FLUSH_DENORMAL));
   if (backend == "reference") {
@@ -121,18 +196,25 @@ at::Tensor scaled_mm(const at::Tensor& mat1, const at::Tensor& mat2, const at::T
   const at::ScalarType odt = out_dtype.value_or(mat1.scalar_type());
   g.out_kind = out_kind(odt);
   g.epilogue_order = static_cast<int32_t>(epilogue);
-  g.scale_a = scalar_scale(scale_a, "scale_a");
-  g.scale_b = scalar_scale(scale_b, "scale_b");
+  const c10::Device device = mat1.device();
+  Scales s;
+  s.a = &scale_a;
+  s.b = &scale_b;
+  const float* sa = device_scale(scale_a, "scale_a", device, &g.scale_a);
+  const float* sb = device_scale(scale_b, "scale_b", device, &g.scale_b);
+  const float* sr = nullptr;
   if (scale_result.has_value()) {
     g.has_scale_result = 1;
-    g.scale_result = scalar_scale(*scale_result, "scale_result");
+    s.result = &*scale_result;
+    sr = device_scale(*scale_result, "scale_result", device, &g.scale_result);
   }
   at::Tensor out = at::empty({g.M, g.N}, mat1.options().dtype(odt));
   if (g.M == 0 || g.N == 0) return out;
   if (g.K == 0) return out.zero_();
   g.out = out.data_ptr();
   g.ldo = g.N;
-  run(g, backend, mat1.device());
+  if (device.is_cuda()) run_cuda(g, backend, a, b, s, sa, sb, sr, out);
+  else run(g, backend, device);
   return out;
 }
 
@@ -149,7 +231,8 @@ at::Tensor accumulate(const at::Tensor& a_in, const at::Tensor& b_in, bool use_f
   if (g.K == 0) return out.zero_();
   g.out = out.data_ptr();
   g.ldo = g.N;
-  run(g, backend, a.device());
+  if (a.is_cuda()) run_cuda(g, backend, a, b, Scales(), nullptr, nullptr, nullptr, out);
+  else run(g, backend, a.device());
   return out;
 }
 

@@ -43,10 +43,16 @@ def cmd_info(args):
         exp = " [experimental]" if p.experimental else ""
         print(f" {mark} {p.name:28s} preset={p.preset:7s} matches={p.matches_device()!s:5s} {p.use}{exp}")
     print()
-    print("Backends:")
+    print(f"CUDA driver: {backends.driver_status()}")
+    print(f"NVRTC: {backends.nvrtc_status()[0]}")
+    print()
+    print("Backends (device, availability, reason; auto = the presets for which backend='auto' takes it):")
     for row in backends.status():
         state = "available" if row["available"] else "unavailable"
-        print(f"  {row['name']:12s} {state:11s} {row['reason']}")
+        dev = "-" if row["device"] is None else (row["device"] if isinstance(row["device"], str)
+                                                  else f"cuda:{row['device']}")
+        auto = f" [auto: {', '.join(row['auto_for'])}]" if row.get("auto_for") else ""
+        print(f"  {row['name']:11s} {dev:7s} {state:11s} {row['reason']}{auto}")
     print()
     print("Presets:")
     for p in mmaemu.presets().values():
@@ -57,16 +63,26 @@ def cmd_info(args):
 
 def cmd_selftest(args):
     from mmaemu import backends, selftest
-    results = selftest.run_cpu()
-    gpu_results = backends.selftest() if hasattr(backends, "selftest") else []
-    if not gpu_results:
-        why = ("MMAEMU_DISABLE_CUDA=1" if os.environ.get("MMAEMU_DISABLE_CUDA") == "1"
-               else "no CUDA GPU is visible")
-        print(f"No GPU kernels to test ({why}); checking the CPU backends.")
     ok = True
-    for r in list(results) + list(gpu_results):
+    print("CPU:")
+    for r in selftest.run_cpu():
         print(f"  {'PASS' if r.passed else 'FAIL'}  {r.backend:12s} {r.device:8s} {r.detail}")
         ok = ok and r.passed
+    gpu_results = backends.selftest(force=args.force)
+    if not gpu_results:
+        why = ("MMAEMU_DISABLE_CUDA=1" if os.environ.get("MMAEMU_DISABLE_CUDA") == "1"
+               else "no CUDA GPU is visible: " + backends.driver_status())
+        print(f"No GPU kernels to test ({why}); the CPU backends were checked.")
+    else:
+        print("CUDA (required = IEEE-exact kernels that load; gated kernels are optional):")
+    for r in gpu_results:
+        mark = {"passed": "PASS", "failed": "FAIL"}.get(r.status, "----")
+        need = "required" if r.required else "optional"
+        cached = ", cached verdict" if r.cached else ""
+        print(f"  {mark}  {r.kernel:11s} {r.preset:7s} cuda:{r.device} {need:8s} "
+              f"{r.cases} cases, {r.mismatches} mismatches{cached}: {r.detail}")
+        if r.required and not r.passed:
+            ok = False
     print("selftest: every required kernel passed" if ok else "selftest: FAILED")
     return 0 if ok else 1
 
@@ -100,6 +116,8 @@ def main(argv=None):
     p = sub.add_parser("selftest", help="run the kernel self-tests; exit 0 = every required kernel passed",
                        description="Known answers of the model, then every available backend "
                                    "against the reference. Exit status 0 only when all pass.")
+    p.add_argument("--force", action="store_true",
+                   help="rerun the CUDA self-tests instead of reading cached verdicts")
     p.set_defaults(func=cmd_selftest)
     p = sub.add_parser("explain", help="print the CallPlan of an M x N x K GEMM",
                        description="Print the CallPlan (profile, preset, split decision, backend) "

@@ -64,9 +64,10 @@ def build_plan(M, N, K, fmt_a, fmt_b, out_dtype, fast, *, profile=None, backend=
                       f"{preset.evidence}"))
     split, split_warns = decide(prof, M, N, K, fmt_a, fmt_b, out_dtype, fast, splitk)
     warns += split_warns
-    name, fallbacks, backend_warns = resolve_backend(backend, device_type, device_index,
-                                                     preset.name, fmt_a, fmt_b)
-    warns += backend_warns
+    device = torch.device(device_type, device_index) if device_index is not None \
+        else torch.device(device_type)
+    name, fallbacks, backend_warns = resolve_backend(backend, device, preset.name, (fmt_a, fmt_b))
+    warns += [(type(w).__name__, str(w)) for w in backend_warns]
     plan = CallPlan("ok", prof.name, preset.name, preset.maturity, split, name, fallbacks,
                     [f"{cat}: {msg}" for cat, msg in warns])
     return plan, warns

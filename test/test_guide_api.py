@@ -296,7 +296,8 @@ def test_reference_backend_row():
 @pytest.mark.parametrize("name", ["cuda", "cuda:v1", "cuda:v4", "cuda:v9", "cuda:tc3", "cuda:h1", "cuda:h4"])
 def test_cuda_backend_rows_on_cpu_tensors(name):
     x, w = operands(16, 16, 64)
-    with pytest.raises(mmaemu.BackendUnavailableError, match="CPU tensors"):
+    # cuda:v9 and cuda:tc3 are not part of this build at all; the others cannot take CPU tensors
+    with pytest.raises(mmaemu.BackendUnavailableError, match="CPU tensors|not part of this build"):
         mmaemu.scaled_mm(x, w.t(), ONE, ONE, splitk=1, backend=name)
     rows = {r["name"]: r for r in mmaemu.backends.status()}
     assert name == "cuda" or (name in rows and rows[name]["reason"])

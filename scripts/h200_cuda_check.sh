@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# h200_cuda_check.sh: the CUDA backend's check on a GPU machine (an H200: torch 2.11 + CUDA 13).
+#
+#   OUT=/some/dir bash scripts/h200_cuda_check.sh        (from anywhere; no network needed)
+#
+# Steps, most important first, each under its own time limit (seconds, overridable: T_BUILD,
+# T_CUDA, T_SELFTEST, T_BENCH, T_REST; the defaults add up to 540 s), logs in $OUT (7 files):
+#   env_build.log  GPU, driver, toolchain; the package built from source with fatbins for every
+#                  target (nvcc), SASS facts (QGMMA count in the wgmma kernel, registers)
+#   tests_cuda.log the CUDA tests, GPU tests included (test/test_cuda_*.py), verbose
+#   selftest.log   python -m mmaemu selftest and info (or the backends.selftest() table)
+#   bench.log      benchmarks/cuda.py (+ bench.json)
+#   tests_rest.log the rest of the test suite
+#   summary.txt    one line per step: exit status, seconds, command
+set -u
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/mmaemu-h200}
+mkdir -p "$OUT"
+PY=${PYTHON:-python3}
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+export MAX_JOBS=${MAX_JOBS:-$(nproc)}
+export MMAEMU_CACHE_DIR=${MMAEMU_CACHE_DIR:-/tmp/mmaemu-check-cache.$$} HYPOTHESIS_PROFILE=${HYPOTHESIS_PROFILE:-dev}
+SUMMARY=$OUT/summary.txt
+: > "$SUMMARY"
+
+step() { # step NAME LIMIT LOGFILE COMMAND...
+    local name=$1 limit=$2 log=$3; shift 3
+    local t0=$SECONDS
+    echo "=== $name (limit ${limit}s): $*" >> "$log"
+    timeout -k 5 "$limit" "$@" >> "$log" 2>&1
+    local rc=$?
+    printf '%-11s rc=%-3s %4ss  %s\n' "$name" "$rc" "$((SECONDS - t0))" "$*" | tee -a "$SUMMARY"
+    return $rc
+}
+
+XDIST=""
+$PY -c "import xdist" >/dev/null 2>&1 && XDIST="-n 8"
+
+# 1. environment and build (fatbins for sm_75 ... sm_120 + PTX, and sm_90a for wgmma)
+LOG=$OUT/env_build.log
+{
+    date -u; uname -a; nvidia-smi || true; nvcc --version || true
+    $PY -c "import torch, sys; print('python', sys.version); print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else '')"
+    $PY -m pip list 2>/dev/null | grep -i -E "^(torch|numpy|hypothesis|pytest|pytest-xdist|nvidia-cuda-nvrtc|setuptools) " || true
+    git log --oneline -3 2>/dev/null || true
+} > "$LOG" 2>&1
+rm -rf build mmaemu/_C*.so mmaemu/_fatbin mmaemu/kernels
+step build "${T_BUILD:-150}" "$LOG" $PY setup.py build_ext --inplace
+{
+    ls -la mmaemu/_fatbin
+    for f in mmaemu/_fatbin/*.fatbin; do echo "--- $f: $(cuobjdump --list-elf "$f" 2>&1 | tr '\n' ' ')"; done
+    echo "--- QGMMA (FP8 wgmma) instructions in wgmma.fatbin: $(cuobjdump --dump-sass mmaemu/_fatbin/wgmma.fatbin 2>/dev/null | grep -c QGMMA)"
+    cuobjdump --dump-resource-usage mmaemu/_fatbin/wgmma.fatbin 2>&1 | grep -E "Function|REG" | head -8
+} >> "$LOG" 2>&1
+
+# 2. the CUDA tests with the GPU
+step tests_cuda "${T_CUDA:-140}" "$OUT/tests_cuda.log" $PY -m pytest -v -rs $XDIST --durations=15 \
+    test/test_cuda_gpu.py test/test_cuda_*.py
+
+# 3. self-tests (verdicts cached by step 2 in $MMAEMU_CACHE_DIR) and status
+LOG=$OUT/selftest.log
+if [ -f mmaemu/__main__.py ]; then
+    step selftest "${T_SELFTEST:-50}" "$LOG" $PY -m mmaemu selftest
+    $PY -m mmaemu info >> "$LOG" 2>&1
+else
+    step selftest "${T_SELFTEST:-50}" "$LOG" $PY -c "
+import sys
+from mmaemu import backends
+print(backends.driver_status()); print(backends.nvrtc_status()[0]); print(backends.device_info(0))
+res = backends.selftest()
+for r in res:
+    print(f'{r.kernel:11s} {r.preset:7s} {r.status:11s} required={r.required!s:5} cases={r.cases} '
+          f'mismatches={r.mismatches} {r.seconds:.1f}s cached={r.cached} {r.detail}')
+for row in backends.status():
+    print(row)
+sys.exit(0 if res and all(r.passed for r in res if r.required) else 1)"
+fi
+
+# 4. throughput beside native torch._scaled_mm
+step bench "${T_BENCH:-80}" "$OUT/bench.log" $PY benchmarks/cuda.py --json "$OUT/bench.json"
+
+# 5. the rest of the suite
+step tests_rest "${T_REST:-120}" "$OUT/tests_rest.log" $PY -m pytest -v -rs $XDIST --durations=15 \
+    --ignore-glob='test/test_cuda_*.py' test
+
+rm -rf "$MMAEMU_CACHE_DIR"
+cat "$SUMMARY"

@@ -1,0 +1,173 @@
+"""backend selection (mmaemu.backends.resolve) on simulated CUDA devices, without a GPU.
+
+The device facts, module loads and self-test verdicts that resolve() consults are replaced by
+fixtures, so every branch of the choice is checked: priorities per preset, compute-capability
+limits, the gate of cuda:wgmma, failed self-tests, graph capture, formats and presets that
+only the reference computes, explicit requests, environment variables, NVRTC and host
+fallback warnings.
+"""
+import pytest
+import torch
+
+from mmaemu import BackendFallbackWarning, BackendUnavailableError, backends
+
+E4M3, E5M2 = torch.float8_e4m3fn, torch.float8_e5m2
+DEV = [torch.device("cuda", 0)]
+
+
+@pytest.fixture
+def gpu(monkeypatch):
+    """A simulated device: gpu.cc, gpu.loads[kernel] (detail or None), gpu.verdicts[(kernel,
+    preset)] (True, False or None = not run), gpu.capturing."""
+    class Gpu:
+        cc = 90
+        loads = {}
+        verdicts = {}
+        capturing = False
+
+    g = Gpu()
+
+    def device_info(device=0):
+        return {"index": device, "name": f"Simulated sm_{g.cc}", "cc": g.cc, "capability": divmod(g.cc, 10),
+                "sm_count": 132, "driver_version": 13000, "uuid": "00" * 16}
+
+    def kernel_check(device, kernel):
+        detail = g.loads.get(kernel, "fatbin /pkg/_fatbin/x.fatbin")
+        return (detail is not None and not detail.startswith("error"), detail or "error: does not load")
+
+    def verdict(kernel, preset, device, run=True, force=False):
+        v = g.verdicts.get((kernel, preset), True)
+        if v is None:
+            return None
+        return {"passed": v, "cases": 87, "mismatches": 0 if v else 5, "detail": "5 outputs differ" if not v else "ok",
+                "seconds": 0.1}
+
+    for k in ("MMAEMU_BACKEND", "MMAEMU_DISABLE_CUDA", "MMAEMU_ALLOW_GATED_KERNELS"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setattr(backends, "device_info", device_info)
+    monkeypatch.setattr(backends, "kernel_check", kernel_check)
+    monkeypatch.setattr(backends, "verdict", verdict)
+    monkeypatch.setattr(backends, "_capturing", lambda: g.capturing)
+    backends._resolve_cache.clear()
+    yield g
+    backends._resolve_cache.clear()
+
+
+def choose(request, preset="hopper", fmts=(E4M3, E4M3)):
+    backends._resolve_cache.clear()
+    return backends.resolve(request, DEV, preset, fmts)
+
+
+def test_hopper_gpu_takes_the_tensor_core_kernel_after_its_self_test(gpu):
+    r = choose(None)
+    assert r.backend == "cuda:wgmma" and r.fallbacks == [] and r.warnings == []
+    r = choose("auto", "ada")
+    assert r.backend == "cuda:wgmma"
+    assert [f.split(":")[0] + ":" + f.split(":")[1] for f in r.fallbacks] == ["cuda:tc3", "cuda:v9"]
+
+
+def test_a_failed_self_test_falls_back_with_one_warning(gpu):
+    gpu.verdicts[("cuda:wgmma", "hopper")] = False
+    r = choose("auto")
+    assert r.backend == "cuda:h4"
+    assert "cuda:wgmma: failed its self-test" in r.fallbacks[0]
+    assert len(r.warnings) == 1 and isinstance(r.warnings[0], BackendFallbackWarning)
+    with pytest.raises(BackendUnavailableError, match="failed its self-test"):
+        choose("cuda:wgmma")
+    gpu.verdicts[("cuda:h4", "hopper")] = False
+    assert choose("auto").backend == "cuda:h1"
+
+
+def test_compute_capability_limits(gpu):
+    gpu.cc = 89
+    r = choose("auto")
+    assert r.backend == "cuda:h4" and "sm_90 only" in r.fallbacks[0]
+    assert choose("auto", "ada").backend == "cuda:v4"
+    gpu.cc = 75
+    assert choose("auto").backend == "cuda:h1"
+    assert choose("auto", "ada").backend == "cuda:v1"
+    with pytest.raises(BackendUnavailableError, match="needs sm_80"):
+        choose("cuda:h4")
+    gpu.cc = 120
+    assert choose("auto").backend == "cuda:h4"
+
+
+def test_allow_gated_kernels_does_not_move_an_sm90a_binary(gpu, monkeypatch):
+    gpu.cc = 100
+    monkeypatch.setenv("MMAEMU_ALLOW_GATED_KERNELS", "1")
+    assert choose("auto").backend == "cuda:h4"
+
+
+def test_formats_and_presets_only_the_reference_computes(gpu):
+    r = choose("auto", "hopper", (E5M2, E4M3))
+    assert r.backend == "reference"
+    assert all("E5M2 and mixed formats" in f for f in r.fallbacks)
+    assert choose("auto", "b200").backend == "reference"
+    with pytest.raises(BackendUnavailableError):
+        choose("cuda:h4", "hopper", (E4M3, E5M2))
+    with pytest.raises(BackendUnavailableError, match="no CUDA kernel"):
+        choose("cuda", "hopper", ("e5m2", "e5m2"))
+    with pytest.raises(BackendUnavailableError, match="does not implement"):
+        choose("cuda:v4", "hopper")
+
+
+def test_explicit_requests_and_environment(gpu, monkeypatch):
+    assert choose("cuda:h1").backend == "cuda:h1"
+    assert choose("reference").backend == "reference"
+    assert choose("cuda").backend == "cuda:wgmma"
+    monkeypatch.setenv("MMAEMU_BACKEND", "cuda:h4")
+    assert choose(None).backend == "cuda:h4"
+    assert choose("auto").backend == "cuda:wgmma"  # the argument wins over the variable
+    with pytest.raises(KeyError, match="unknown backend"):
+        choose("cuda:h9")
+    for name in ("cuda:v9", "cuda:tc3"):
+        with pytest.raises(BackendUnavailableError, match="not part of this build"):
+            choose(name, "ada")
+
+
+def test_disable_cuda(gpu, monkeypatch):
+    monkeypatch.setenv("MMAEMU_DISABLE_CUDA", "1")
+    r = choose("auto")
+    assert r.backend == "reference" and "MMAEMU_DISABLE_CUDA=1" in str(r.warnings[0])
+    with pytest.raises(BackendUnavailableError, match="MMAEMU_DISABLE_CUDA"):
+        choose("cuda:h4")
+
+
+def test_nvrtc_and_host_fallback_warnings(gpu):
+    gpu.loads["cuda:wgmma"] = "no fatbin in this build; NVRTC sm_90a (compiled, cached)"
+    r = choose("auto")
+    assert r.backend == "cuda:wgmma" and "compiled with NVRTC" in str(r.warnings[0])
+    gpu.loads = {k: "error: NVRTC not found" for k in backends.KERNELS}
+    r = choose("auto")
+    assert r.backend == "reference"
+    assert len(r.warnings) == 1 and "runs on the CPU" in str(r.warnings[0])
+    assert any(f.startswith("cuda:h4") for f in r.fallbacks)
+
+
+def test_graph_capture_uses_exact_kernels_without_verdicts(gpu):
+    gpu.capturing = True
+    gpu.verdicts = {(k, p): None for k in backends.KERNELS for p in ("hopper", "ada", "b200")}
+    r = choose("auto")
+    assert r.backend == "cuda:h4"  # the gated kernel needs its verdict; h4 is exact by construction
+    assert any("stream capture" in f for f in r.fallbacks)
+    assert backends._resolve_cache == {}  # decisions made during capture are not remembered
+
+
+def test_warn_once(gpu):
+    gpu.verdicts[("cuda:wgmma", "hopper")] = False
+    r = choose("auto")
+    with pytest.warns(BackendFallbackWarning):
+        backends.warn_once(r.warnings)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        backends.warn_once(r.warnings)  # the same message is not repeated
+
+
+def test_cpu_tensors():
+    x = torch.zeros(2, 2, dtype=E4M3)
+    assert backends.resolve(None, [x], "hopper", (E4M3, E4M3)) == ("cpu", ["cuda: tensors on cpu"], [])
+    assert backends.resolve("cpu", x, "ada", (E4M3, E4M3)) == ("cpu", [], [])
+    assert backends.resolve("reference", x, "b200", (E4M3, E4M3)) == ("reference", [], [])
+    with pytest.raises(BackendUnavailableError, match="CPU tensors"):
+        backends.resolve("cuda:h4", [x], "hopper", (E4M3, E4M3))
