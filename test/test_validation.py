@@ -533,3 +533,19 @@ def test_bad_input_table():
     assert validate_scaled_mm(**a, out_dtype=torch.float32).M == 16
     y = mmaemu.scaled_mm(**a, out_dtype=torch.float32, splitk=1)
     mmaemu.testing.assert_bitwise_equal(y, torch.full((16, 16), 32.0))
+
+
+def test_unwritable_cache_dir_is_not_an_error(tmp_path, monkeypatch):
+    """MMAEMU_CACHE_DIR that cannot be created (a file is in the way): storing a self-test
+    verdict does nothing, reading one finds none, and calls keep computing. (With a driver and
+    NVRTC, test_cuda_loader.py checks that cubins are then compiled but not cached.)"""
+    from mmaemu import backends
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("MMAEMU_CACHE_DIR", str(blocker / "cache"))
+    assert backends.cache_dir() == str(blocker / "cache")
+    backends._store_verdict("key", {"passed": True})
+    assert backends._load_verdict("key") is None
+    a = args()
+    y = mmaemu.scaled_mm(**a, out_dtype=torch.float32, splitk=1)
+    mmaemu.testing.assert_bitwise_equal(y, torch.full((16, 16), 32.0))
