@@ -11,29 +11,24 @@ operands (its cost per MAC does not depend on M or N) and scaled; the table says
 """
 import argparse
 import os
-import platform
+import sys
 import time
 
-import torch
+# Run as a script, this directory heads sys.path and its cuda.py would shadow the `cuda` package
+# (cuda.bindings) that torch imports: drop that entry, add the repository root.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
+sys.path.insert(0, os.path.dirname(_HERE))
 
-import mmaemu
-from mmaemu import _C
+import torch  # noqa: E402
+
+import mmaemu  # noqa: E402
+from mmaemu import _C  # noqa: E402
 
 SHAPES = ["64x5760x1920", "512x5760x1920", "2048x2048x2048"]
 # (label, preset, use_fast_accum): hopper fast is the guide's Evo 2 setting (TE, bf16 out).
 MODES = [("hopper fast", "hopper", True), ("hopper non-fast", "hopper", False)]
 EXTRA_MODES = [("ada fast", "ada", True), ("b200 fast", "b200", True)]
-
-
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def best_time(fn, repeat):
@@ -64,7 +59,7 @@ def main():
         torch.set_num_threads(args.threads)
 
     threads = torch.get_num_threads()
-    print(f"CPU: {cpu_model()}, {os.cpu_count()} logical CPUs; torch {torch.__version__}, "
+    print(f"CPU: {mmaemu.backends.cpu_name()}, {os.cpu_count()} logical CPUs; torch {torch.__version__}, "
           f"{threads} threads; mmaemu cpu SIMD paths here: {_C.cpu_simd_paths()} "
           f"(MMAEMU_CPU_SIMD={os.environ.get('MMAEMU_CPU_SIMD', 'auto')})")
     print(f"reference: measured on a {args.ref_rows} x {args.ref_cols} x K sub-block of the same "

@@ -62,32 +62,6 @@ static void block(const mm_cpu_plan* p, const int32_t* a, int64_t as, const int3
         for (int l = 0; l < W; l++) c[r][l] = compose(S[r][l], E[r][l] - p->frac, p);
 }
 
-/* Blocks over [k0, k1) from C = +0 (mm_chain). */
-static void chain(const mm_cpu_plan* p, const int32_t* a, int64_t as, const int32_t* b,
-                  int64_t k0, int64_t k1, uint32_t c[MR][W]) {
-    for (int r = 0; r < MR; r++)
-        for (int l = 0; l < W; l++) c[r][l] = 0u;
-    for (int64_t k = k0; k < k1; k += p->block)
-        block(p, a, as, b, k, (int)(k1 - k < p->block ? k1 - k : p->block), c);
-}
-
-/* mm_split_acc for the tile. */
-static void tile(const mm_cpu_plan* p, const int32_t* a, int64_t as, const int32_t* b,
-                 int64_t k0, int64_t k1, float* acc) {
-    uint32_t c[MR][W];
-    if (p->fast) {
-        chain(p, a, as, b, k0, k1, c);
-        for (int r = 0; r < MR; r++)
-            for (int l = 0; l < W; l++) acc[r * W + l] = mm_bits_f32(c[r][l]);
-        return;
-    }
-    const int64_t interval = (int64_t)p->block * p->promote_blocks;
-    for (int i = 0; i < MR * W; i++) acc[i] = 0.0f;
-    for (int64_t k = k0; k < k1; k += interval) {
-        chain(p, a, as, b, k, k1 - k < interval ? k1 : k + interval, c);
-        for (int r = 0; r < MR; r++) /* the promotion: an fp32 add, round to nearest */
-            for (int l = 0; l < W; l++) acc[r * W + l] = acc[r * W + l] + mm_bits_f32(c[r][l]);
-    }
-}
+#include "cpu_kernel_chain.h"
 
 const mm_cpu_kernel mm_cpu_kernel_portable = {"portable", MR, W, tile, 0};

@@ -11,22 +11,11 @@ OUT_DTYPES = {"f32": torch.float32, "fp32": torch.float32, "bf16": torch.bfloat1
               "e5m2": torch.float8_e5m2}
 
 
-def _cpu_name():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def cmd_info(args):
     import mmaemu
     from mmaemu import backends
     print(f"mmaemu {mmaemu.__version__}  torch {torch.__version__}  python {platform.python_version()}")
-    print(f"CPU: {_cpu_name()} ({os.cpu_count()} logical cores, torch threads {torch.get_num_threads()})")
+    print(f"CPU: {backends.cpu_name()} ({os.cpu_count()} logical cores, torch threads {torch.get_num_threads()})")
     if os.environ.get("MMAEMU_DISABLE_CUDA") == "1":
         print("CUDA: disabled by MMAEMU_DISABLE_CUDA=1")
     elif torch.cuda.is_available():

@@ -646,6 +646,19 @@ def _nvrtc_warnings(device, kernel):
 # --------------------------------------------------------------------------------------------
 # Status (for `python -m mmaemu info`)
 
+def cpu_name():
+    """This CPU's model name (Linux /proc/cpuinfo), else what the platform module knows."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+    return platform.processor() or platform.machine()
+
+
 def cpu_status():
     """The `cpu` backend's row: always available on CPU tensors; which SIMD paths this CPU has."""
     forced = os.environ.get("MMAEMU_CPU_SIMD") or "auto"

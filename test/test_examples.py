@@ -22,3 +22,16 @@ def test_transformer_block_golden_and_padding():
     assert "padding check" in out, out
     assert out.count("the split decision") == 2, out
     assert "hopper, M = 64: S=1" in out, out      # the guide's table row
+
+
+def test_cpu_benchmark_runs_as_a_script():
+    """benchmarks/cpu.py as a user runs it (its directory first on sys.path, beside cuda.py),
+    on a tiny shape: the table has every mode and the ratio columns."""
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "cpu.py"), "--shapes",
+                        "32x64x128", "--repeat", "1", "--extra"], cwd=ROOT / "benchmarks",
+                       capture_output=True, text=True, timeout=600)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    for mode in ("hopper fast", "hopper non-fast", "ada fast", "b200 fast"):
+        assert f"| 32 x 64 x 128 | {mode} |" in out, out
+    assert "cpu / fp32 matmul" in out and "cpu / reference" in out, out

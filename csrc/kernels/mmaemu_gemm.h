@@ -75,6 +75,28 @@ MMAEMU_HD int64_t mm_split_chunk(int64_t K, int32_t splits) {
     return (grains + splits - 1) / splits * MM_SPLIT_GRAIN;
 }
 
+/* The pairwise reduction of split partials: adjacent partials are added level by level
+ * ((p0+p1)+(p2+p3))..., an odd one out carried up unchanged; a binary counter, so no array of
+ * S partials (S <= MM_MAX_SPLITS = 2^16 needs 17 levels). */
+typedef struct {
+    float stack[32];
+    int level[32];
+    int top;
+} mm_pairwise;
+
+MMAEMU_HD void mm_pairwise_push(mm_pairwise* q, float v) {
+    int lv = 0;
+    while (q->top > 0 && q->level[q->top - 1] == lv) { v = q->stack[--q->top] + v; lv++; }
+    q->stack[q->top] = v;
+    q->level[q->top++] = lv;
+}
+
+MMAEMU_HD float mm_pairwise_result(mm_pairwise* q) {
+    float r = q->stack[--q->top];
+    while (q->top > 0) r = q->stack[--q->top] + r;
+    return r;
+}
+
 /* The reduced fp32 accumulator of one output element, before the epilogue. */
 MMAEMU_HD float mm_dot(const uint8_t* a, const uint8_t* b, int fa, int fb, int64_t K, int fast,
                        int32_t splits, int32_t scheme, const mm_preset* p) {
@@ -91,25 +113,13 @@ MMAEMU_HD float mm_dot(const uint8_t* a, const uint8_t* b, int fa, int fb, int64
         }
         return r;
     }
-    /* pairwise: adjacent partials are added level by level ((p0+p1)+(p2+p3))..., an odd one
-     * out carried up unchanged; done with a binary counter so no array of S partials. */
-    float stack[32];
-    int level[32];
-    int top = 0;
+    mm_pairwise acc = {{0.0f}, {0}, 0};
     for (int32_t s = 0; s < splits; s++) {
         const int64_t k0 = s * chunk < K ? s * chunk : K;
         const int64_t k1 = k0 + chunk < K ? k0 + chunk : K;
-        float v = k1 > k0 ? mm_split_acc(a, b, fa, fb, k0, k1, fast, p) : 0.0f;
-        int lv = 0;
-        /* Only entries below `top` are read, and all of them were written. */
-        /* cppcheck-suppress uninitvar */
-        while (top > 0 && level[top - 1] == lv) { v = stack[--top] + v; lv++; }
-        stack[top] = v;
-        level[top++] = lv;
+        mm_pairwise_push(&acc, k1 > k0 ? mm_split_acc(a, b, fa, fb, k0, k1, fast, p) : 0.0f);
     }
-    float r = stack[--top];
-    while (top > 0) r = stack[--top] + r;
-    return r;
+    return mm_pairwise_result(&acc);
 }
 
 /* The epilogue: fp32 scaling in the chosen order, then the output conversion. Returns the

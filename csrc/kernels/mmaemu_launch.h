@@ -54,21 +54,9 @@ MMAEMU_HD float mm_reduce_partials(const float* p, int64_t stride, int32_t split
         for (int32_t s = 0; s < splits; s++) r = s == 0 ? p[0] : r + p[(int64_t)s * stride];
         return r;
     }
-    float stack[32];
-    int level[32];
-    int top = 0;
-    for (int32_t s = 0; s < splits; s++) {
-        float v = p[(int64_t)s * stride];
-        int lv = 0;
-        /* Only entries below `top` are read, and all of them were written. */
-        /* cppcheck-suppress uninitvar */
-        while (top > 0 && level[top - 1] == lv) { v = stack[--top] + v; lv++; }
-        stack[top] = v;
-        level[top++] = lv;
-    }
-    float r = stack[--top];
-    while (top > 0) r = stack[--top] + r;
-    return r;
+    mm_pairwise acc = {{0.0f}, {0}, 0};
+    for (int32_t s = 0; s < splits; s++) mm_pairwise_push(&acc, p[(int64_t)s * stride]);
+    return mm_pairwise_result(&acc);
 }
 
 /* Where a finished accumulator goes: the split's partial, or the epilogue and the output. */
