@@ -320,10 +320,7 @@ int mmaemu_gemm_cpu(const mm_gemm* g, int threads) {
     job->g = g;
     fegetenv(&job->fenv);
     plan_make(g, &job->plan);
-    if (g->preset.c_late) { /* only the wide kernel adds C after the block */
-        job->kern = &mm_cpu_kernel_wide;
-        job->tile = mm_cpu_kernel_wide.tile;
-    } else if (plan_is_narrow(g)) {
+    if (plan_is_narrow(g) && !g->preset.c_late) { /* a late C: the split and wide kernels */
         job->kern = narrow;
         job->tile = narrow->tile;
     } else if (narrow->tile_split && plan_fits_split(g)) {

@@ -80,7 +80,7 @@ typedef struct {
     int64_t K;
     int32_t block, frac, keep, promote_blocks;
     int32_t fast;
-    int32_t c_late; /* C added after the block (mm_preset.c_late): only the wide kernel does it */
+    int32_t c_late; /* C added after the block (mm_preset.c_late): split and wide kernels only */
     /* Clears the fp32 mantissa bits below the block result's `keep` significant bits. */
     uint32_t keep_mask;
 } mm_cpu_plan;

@@ -157,7 +157,7 @@ MM_AVX2_INLINE void chain(const mm_cpu_plan* p, const int32_t* a, int64_t as, co
             const __m256i ep[NV] = {_mm256_cvtepi16_epi32(_mm256_castsi256_si128(E16[r])),
                                     _mm256_cvtepi16_epi32(_mm256_extracti128_si256(E16[r], 1))};
             for (int v = 0; v < NV; v++) {
-                const __m256i cb = c[r][v];
+                const __m256i cb = p->c_late ? zero : c[r][v]; /* a late C joins after the block */
                 const __m256i field = _mm256_and_si256(_mm256_srli_epi32(cb, 23), v_ff);
                 const __m256i ce = _mm256_blendv_epi8(_mm256_sub_epi32(_mm256_max_epi32(field, v_one), v_127), v_zero_c,
                                                       _mm256_cmpeq_epi32(_mm256_and_si256(cb, v_abs), zero));
@@ -174,11 +174,17 @@ MM_AVX2_INLINE void chain(const mm_cpu_plan* p, const int32_t* a, int64_t as, co
             const int h = (n + 1) / 2;
             pass2(ak, as, bk, 0, h, s, S);
             pass2(ak, as, bk, h, n, s, S2);
-            __m256i bad = zero;
+            __m256i bad = zero, c_old[MR][NV];
             for (int r = 0; r < MR; r++)
-                for (int v = 0; v < NV; v++)
+                for (int v = 0; v < NV; v++) {
+                    c_old[r][v] = c[r][v];
                     c[r][v] = compose_split(S[r][v], S2[r][v], grid_of(s[r][v]), p, &bad);
+                }
             if (!_mm256_testz_si256(bad, bad)) fix_lanes(c, S, S2, s, MM_CPU_GRID_MAX_SPLIT, p);
+            if (p->c_late) /* D + C, one fp32 RN-even add (mm_block) */
+                for (int r = 0; r < MR; r++)
+                    for (int v = 0; v < NV; v++)
+                        c[r][v] = _mm256_castps_si256(_mm256_add_ps(_mm256_castsi256_ps(c[r][v]), _mm256_castsi256_ps(c_old[r][v])));
             continue;
         }
         pass2(ak, as, bk, 0, n, s, S);

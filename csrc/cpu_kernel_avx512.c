@@ -146,7 +146,7 @@ MM_AVX512_INLINE void chain(const mm_cpu_plan* p, const int32_t* a, int64_t as, 
             const __m512i ep[NV] = {_mm512_cvtepi16_epi32(_mm512_castsi512_si256(E16[r])),
                                     _mm512_cvtepi16_epi32(_mm512_extracti64x4_epi64(E16[r], 1))};
             for (int v = 0; v < NV; v++) {
-                const __m512i cb = c[r][v];
+                const __m512i cb = p->c_late ? zero : c[r][v]; /* a late C joins after the block */
                 const __m512i field = _mm512_and_si512(_mm512_srli_epi32(cb, 23), v_ff);
                 const __mmask16 czero = _mm512_cmpeq_epi32_mask(_mm512_and_si512(cb, v_abs), zero);
                 const __m512i ce = _mm512_mask_mov_epi32(_mm512_sub_epi32(_mm512_max_epi32(field, v_one), v_127),
@@ -188,10 +188,17 @@ MM_AVX512_INLINE void chain(const mm_cpu_plan* p, const int32_t* a, int64_t as, 
         }
         __mmask16 bad = 0;
         if (split) {
+            __m512i c_old[MR][NV];
             for (int r = 0; r < MR; r++)
-                for (int v = 0; v < NV; v++)
+                for (int v = 0; v < NV; v++) {
+                    c_old[r][v] = c[r][v];
                     c[r][v] = compose_split(S[r][v], S2[r][v], grid_of(s[r][v]), p, &bad);
+                }
             if (bad) fix_lanes(c, S, S2, s, MM_CPU_GRID_MAX_SPLIT, p);
+            if (p->c_late) /* D + C, one fp32 RN-even add (mm_block) */
+                for (int r = 0; r < MR; r++)
+                    for (int v = 0; v < NV; v++)
+                        c[r][v] = _mm512_castps_si512(_mm512_add_ps(_mm512_castsi512_ps(c[r][v]), _mm512_castsi512_ps(c_old[r][v])));
             continue;
         }
         for (int r = 0; r < MR; r++)
