@@ -40,7 +40,7 @@ cat "$W/logs/env.log"
 
 # 1. build (only needed for the model comparison of P8 and the replay)
 if [ -z "${DRY_RUN:-}" ]; then
-  bg build 150 env MAX_JOBS=8 $PY setup.py build_ext --inplace
+  bg build 150 env MAX_JOBS=8 MMAEMU_BUILD_FATBIN=0 $PY setup.py build_ext --inplace
   BUILD_PID=$!
 else
   BUILD_PID=
