@@ -132,52 +132,67 @@ static void lut_make(mm_cpu_lut* t, int fmt) {
     }
 }
 
-/* Rows [0, m_pad) of A (rows from M on are zeros); row_special[i] = row i holds NaN/Inf. */
-static void decode_a(const mm_gemm* g, const mm_cpu_lut* t, int64_t m_pad, int32_t* out,
-                     uint8_t* row_special) {
-    const int64_t K = g->K;
+/* Rows [0, m_pad) of A over k in [k0, k1), row i at out + i * 2 * (k1 - k0) (rows from M on
+ * are zeros); row_special[i] |= a NaN/Inf code in that range of row i. */
+static void decode_a(const mm_gemm* g, const mm_cpu_lut* t, int64_t m_pad, int64_t k0, int64_t k1,
+                     int32_t* out, uint8_t* row_special) {
+    const int64_t len = k1 - k0;
     for (int64_t i = 0; i < m_pad; i++) {
-        int32_t* row = out + i * 2 * K;
+        int32_t* row = out + i * 2 * len;
         uint8_t special = 0;
         if (i < g->M) {
-            const uint8_t* src = g->a + i * g->lda;
-            for (int64_t k = 0; k < K; k++) {
+            const uint8_t* src = g->a + i * g->lda + k0;
+            for (int64_t k = 0; k < len; k++) {
                 row[2 * k] = mm_cpu_a_word(t->e[src[k]]);
                 row[2 * k + 1] = (int32_t)mm_f32_bits(t->v[src[k]]);
                 special |= t->special[src[k]];
             }
         } else {
-            for (int64_t k = 0; k < K; k++) {
+            for (int64_t k = 0; k < len; k++) {
                 row[2 * k] = mm_cpu_a_word(MM_CPU_ZERO_EXP);
                 row[2 * k + 1] = 0;
             }
         }
-        row_special[i] = special;
+        row_special[i] |= special;
     }
 }
 
-/* Columns [j0, j0 + w) of B as a panel (columns from N on are zeros). */
-static void decode_b_panel(const mm_gemm* g, const mm_cpu_lut* t, int64_t j0, int w,
-                           int32_t* panel, uint8_t* col_special) {
-    const int64_t K = g->K, stride = MM_CPU_PANEL_STRIDE(w);
+/* Columns [j0, j0 + w) of B over k in [k0, k1) as a panel, its record 0 at k0 (columns from N
+ * on are zeros); col_special[c] = column j0 + c holds NaN/Inf in that range. */
+static void decode_b_panel(const mm_gemm* g, const mm_cpu_lut* t, int64_t j0, int w, int64_t k0,
+                           int64_t k1, int32_t* panel, uint8_t* col_special) {
+    const int64_t len = k1 - k0, stride = MM_CPU_PANEL_STRIDE(w);
     for (int c = 0; c < w; c++) {
         mm_cpu_i16* pe = (mm_cpu_i16*)(void*)panel + c;
         mm_cpu_f32* pv = mm_cpu_values(panel + w / 2) + c;
         uint8_t special = 0;
         if (j0 + c < g->N) {
-            const uint8_t* src = g->b + (j0 + c) * g->ldb;
-            for (int64_t k = 0; k < K; k++) {
+            const uint8_t* src = g->b + (j0 + c) * g->ldb + k0;
+            for (int64_t k = 0; k < len; k++) {
                 pe[2 * k * stride] = (int16_t)t->e[src[k]];
                 pv[k * stride] = t->v[src[k]];
                 special |= t->special[src[k]];
             }
         } else {
-            for (int64_t k = 0; k < K; k++) {
+            for (int64_t k = 0; k < len; k++) {
                 pe[2 * k * stride] = MM_CPU_ZERO_EXP;
                 pv[k * stride] = 0.0f;
             }
         }
         col_special[c] = special;
+    }
+}
+
+/* special[c] = column j0 + c of B (c < n, j0 + c < N) holds a NaN/Inf code anywhere in K. */
+static void scan_b_special(const mm_gemm* g, const mm_cpu_lut* t, int64_t j0, int64_t n,
+                           uint8_t* special) {
+    for (int64_t c = 0; c < n; c++) {
+        uint8_t any = 0;
+        if (j0 + c < g->N) {
+            const uint8_t* src = g->b + (j0 + c) * g->ldb;
+            for (int64_t k = 0; k < g->K; k++) any |= t->special[src[k]];
+        }
+        special[c] = any;
     }
 }
 
@@ -189,10 +204,20 @@ typedef struct {
     const mm_cpu_kernel* kern;
     mm_cpu_tile_fn tile;     /* kern->tile, kern->tile_split, or the wide kernel's */
     mm_cpu_lut lut_b;
-    const int32_t* a;        /* decoded rows [row0, row0 + m_pad) */
+    const int32_t* a;        /* decoded rows [row0, row0 + rows), k in [ks, ke) */
     const uint8_t* row_special;
     int64_t row0, rows;      /* the rows of this pass */
-    int64_t panels, chunk_rows, chunks;
+    int64_t panel0, panels;  /* the panels of this pass: columns from panel0 * w */
+    int64_t chunk_rows, chunks;
+    int64_t ks, ke;          /* the decoded k range: all of K, or one segment of a long K */
+    /* Streaming a long K only (else NULL): per tile (row tile t, panel p of the pass) its split
+     * state, n floats at state + (t * panels + p) * n, and nred slots of n floats of split
+     * reduction at red + (t * panels + p) * nred * n; col_special covers the pass's columns. */
+    float* state;
+    float* red;
+    int64_t nred;
+    const uint8_t* col_special;
+    int last;                /* the segment ends at K: the outputs are stored */
     atomic_llong next_item;
     atomic_int finished; /* workers that ran out of items: then every item is done */
     fenv_t fenv;         /* the caller's: the fp32 adds of every thread round as the reference's */
@@ -205,7 +230,7 @@ static void tile_dot(const mm_cpu_job* job, const int32_t* a, const int32_t* pan
     const int n = job->kern->mr * job->kern->w;
     const int64_t as = 2 * g->K;
     if (g->splits <= 1) {
-        job->tile(&job->plan, a, as, panel, 0, g->K, acc);
+        job->tile(&job->plan, a, as, panel, 0, g->K, acc, 0);
         return;
     }
     const int64_t chunk = mm_split_chunk(g->K, g->splits);
@@ -213,7 +238,7 @@ static void tile_dot(const mm_cpu_job* job, const int32_t* a, const int32_t* pan
     for (int32_t s = 0; s < g->splits; s++) {
         const int64_t k0 = s * chunk < g->K ? s * chunk : g->K;
         const int64_t k1 = k0 + chunk < g->K ? k0 + chunk : g->K;
-        if (k1 > k0) job->tile(&job->plan, a, as, panel, k0, k1, part);
+        if (k1 > k0) job->tile(&job->plan, a, as, panel, k0, k1, part, 0);
         else for (int i = 0; i < n; i++) part[i] = 0.0f;
         if (g->scheme != MM_SCHEME_PAIRWISE) {
             /* contiguous / serial: r = p0, then r = fp32(r + p_s). */
@@ -239,12 +264,114 @@ static void tile_dot(const mm_cpu_job* job, const int32_t* a, const int32_t* pan
     }
 }
 
+/* ---- long K: segments ------------------------------------------------------------------ */
+
+/* Split s's finished accumulator part (n floats, overwritten) into the reduction red:
+ * contiguous / serial r = p0, then r = fp32(r + p_s); pairwise as mm_pairwise_push, with the
+ * stack kept by level (slot lv at red + lv * n): before push s, the levels in use are exactly
+ * the set bits of s (a binary counter), so no per-output stack depth is needed. */
+static void reduce_push(int32_t scheme, int32_t s, float* part, float* red, int n) {
+    if (scheme != MM_SCHEME_PAIRWISE) {
+        for (int i = 0; i < n; i++) red[i] = s == 0 ? part[i] : red[i] + part[i];
+        return;
+    }
+    int lv = 0;
+    for (; (s >> lv) & 1; lv++) {
+        const float* below = red + (int64_t)lv * n;
+        for (int i = 0; i < n; i++) part[i] = below[i] + part[i];
+    }
+    memcpy(red + (int64_t)lv * n, part, sizeof(float) * (size_t)n);
+}
+
+/* The reduction after all `splits` pushes into acc (pairwise: mm_pairwise_result, the slots
+ * of the set bits of splits from the lowest level up). */
+static void reduce_result(int32_t scheme, int32_t splits, const float* red, float* acc, int n) {
+    if (scheme != MM_SCHEME_PAIRWISE) {
+        memcpy(acc, red, sizeof(float) * (size_t)n);
+        return;
+    }
+    int lv = 0;
+    while (!((splits >> lv) & 1)) lv++;
+    memcpy(acc, red + (int64_t)lv * n, sizeof(float) * (size_t)n);
+    for (lv++; lv < 31; lv++) {
+        if (!((splits >> lv) & 1)) continue;
+        const float* below = red + (int64_t)lv * n;
+        for (int i = 0; i < n; i++) acc[i] = below[i] + acc[i];
+    }
+}
+
+/* The end of the segment that starts at ks: at most kc further (kc a multiple of unit), and
+ * inside a split only where the split's own k (from its origin) is a multiple of unit, so the
+ * next segment resumes on a block (fast) or promotion-interval boundary. Always > ks: if the
+ * split holding ks + kc began at or before ks, that point is already such a multiple. */
+static int64_t segment_end(int64_t K, int64_t split_chunk, int64_t ks, int64_t kc, int64_t unit) {
+    if (K - ks <= kc) return K;
+    const int64_t ke = ks + kc, origin = ke / split_chunk * split_chunk;
+    return origin + (ke - origin) / unit * unit;
+}
+
+/* ---- storing ----------------------------------------------------------------------------- */
+
+/* The epilogue of a tile's accumulators acc: rows row0 + rt.., columns j0..; an output whose row
+ * or column holds a NaN/Inf code gets the reference's bits instead. */
+static void store_tile(const mm_cpu_job* job, int64_t rt, int64_t j0, const float* acc,
+                       const uint8_t* col_special) {
+    const mm_gemm* g = job->g;
+    const int mr = job->kern->mr, w = job->kern->w;
+    for (int r = 0; r < mr; r++) {
+        const int64_t i = job->row0 + rt + r;
+        if (i >= g->M) break;
+        const int special_row = job->row_special[rt + r];
+        for (int c = 0; c < w && j0 + c < g->N; c++) {
+            const uint32_t bits = special_row || col_special[c] ? mm_gemm_element(g, i, j0 + c)
+                                                                : mm_epilogue(acc[r * w + c], g);
+            mm_store(g, i, j0 + c, bits);
+        }
+    }
+}
+
+/* One segment [ks, ke) of the tile at row rt, panel p of the pass: each split's piece in the
+ * segment continues that split's state, a split that ends in it joins the reduction, and the
+ * last segment stores the outputs. */
+static void tile_segment(const mm_cpu_job* job, int64_t rt, int64_t p, const int32_t* panel,
+                         float* acc) {
+    const mm_gemm* g = job->g;
+    const int mr = job->kern->mr, w = job->kern->w, n = mr * w;
+    const int32_t splits = g->splits > 1 ? g->splits : 1;
+    const int64_t chunk = mm_split_chunk(g->K, splits), tile_index = rt / mr * job->panels + p;
+    const int64_t ks = job->ks, ke = job->ke, as = 2 * (ke - ks);
+    float* state = job->state + tile_index * n;
+    float* red = job->red ? job->red + tile_index * job->nred * n : NULL;
+    int32_t s = (int32_t)(ks / chunk);
+    for (; s < splits && s * chunk < ke; s++) {
+        const int64_t k0 = s * chunk, k1 = k0 + chunk < g->K ? k0 + chunk : g->K;
+        const int split_ends = k1 <= ke;
+        const int64_t p0 = k0 > ks ? k0 : ks, p1 = split_ends ? k1 : ke;
+        job->tile(&job->plan, job->a + rt * as, as, panel, p0 - ks, p1 - ks, state, p0 > k0);
+        if (split_ends && splits > 1) reduce_push(g->scheme, s, state, red, n);
+    }
+    if (!job->last) return;
+    if (splits > 1) {
+        for (; s < splits; s++) { /* splits whose range is empty add +0 (mm_dot) */
+            for (int i = 0; i < n; i++) state[i] = 0.0f;
+            reduce_push(g->scheme, s, state, red, n);
+        }
+        reduce_result(g->scheme, splits, red, acc, n);
+    } else {
+        memcpy(acc, state, sizeof(float) * (size_t)n);
+    }
+    store_tile(job, rt, (job->panel0 + p) * w, acc, job->col_special + p * w);
+}
+
+/* ---- threads ----------------------------------------------------------------------------- */
+
 static void* worker(void* arg) {
     mm_cpu_job* job = (mm_cpu_job*)arg;
     fesetenv(&job->fenv);
     const mm_gemm* g = job->g;
     const int mr = job->kern->mr, w = job->kern->w, n = mr * w;
-    int32_t* panel = malloc(sizeof(int32_t) * (size_t)(MM_CPU_PANEL_STRIDE(w) * (g->K > 0 ? g->K : 1)));
+    const int64_t klen = job->ke - job->ks;
+    int32_t* panel = malloc(sizeof(int32_t) * (size_t)(MM_CPU_PANEL_STRIDE(w) * (klen > 0 ? klen : 1)));
     float* scratch = malloc(sizeof(float) * (size_t)(34 * n));
     uint8_t col_special[64];
     if (!panel || !scratch) { /* the other threads take this one's share */
@@ -258,27 +385,21 @@ static void* worker(void* arg) {
     for (;;) {
         const int64_t item = atomic_fetch_add(&job->next_item, 1);
         if (item >= items) break;
-        const int64_t pi = item / job->chunks, ci = item % job->chunks;
-        const int64_t j0 = pi * w;
-        if (pi != have_panel) {
-            decode_b_panel(g, &job->lut_b, j0, w, panel, col_special);
-            have_panel = pi;
+        const int64_t p = item / job->chunks, ci = item % job->chunks;
+        const int64_t j0 = (job->panel0 + p) * w;
+        if (p != have_panel) {
+            decode_b_panel(g, &job->lut_b, j0, w, job->ks, job->ke, panel, col_special);
+            have_panel = p;
         }
         const int64_t r0 = ci * job->chunk_rows;
         const int64_t r1 = r0 + job->chunk_rows < job->rows ? r0 + job->chunk_rows : job->rows;
         for (int64_t rt = r0; rt < r1; rt += mr) {
-            tile_dot(job, job->a + rt * 2 * g->K, panel, acc, part, stack);
-            for (int r = 0; r < mr; r++) {
-                const int64_t i = job->row0 + rt + r;
-                if (i >= g->M) break;
-                const int special_row = job->row_special[rt + r];
-                for (int c = 0; c < w && j0 + c < g->N; c++) {
-                    const uint32_t bits = special_row || col_special[c]
-                                              ? mm_gemm_element(g, i, j0 + c)
-                                              : mm_epilogue(acc[r * w + c], g);
-                    mm_store(g, i, j0 + c, bits);
-                }
+            if (job->state) {
+                tile_segment(job, rt, p, panel, acc);
+                continue;
             }
+            tile_dot(job, job->a + rt * 2 * g->K, panel, acc, part, stack);
+            store_tile(job, rt, j0, acc, col_special);
         }
     }
     free(panel);
@@ -298,12 +419,141 @@ static void run_threads(mm_cpu_job* job, int threads) {
     for (int t = 0; t < started; t++) pthread_join(tid[t], NULL);
 }
 
-/* Rows decoded at a time: bounds the decoded copy of A (8 bytes per element) to 32 MiB. */
+/* Cuts the pass into items (panel, row chunk) and runs them; MM_ERR_NO_MEMORY if no worker
+ * could allocate its buffers. */
+static int run_pass(mm_cpu_job* job, int threads) {
+    const int mr = job->kern->mr;
+    /* Enough items for dynamic balancing (4 per thread), but whole panels when possible:
+     * each item decodes its panel unless the thread's previous item had the same one. */
+    int64_t chunks = (4 * (int64_t)threads + job->panels - 1) / job->panels;
+    if (chunks > job->rows / mr) chunks = job->rows / mr;
+    if (chunks < 1) chunks = 1;
+    job->chunk_rows = ((job->rows + chunks - 1) / chunks + mr - 1) / mr * mr;
+    job->chunks = (job->rows + job->chunk_rows - 1) / job->chunk_rows;
+    atomic_store(&job->next_item, 0);
+    atomic_store(&job->finished, 0);
+    const int64_t items = job->panels * job->chunks;
+    run_threads(job, (int)(threads < items ? threads : items));
+    return atomic_load(&job->finished) == 0 ? MM_ERR_NO_MEMORY : MM_OK;
+}
+
+/* Decoded A rows at a time: at most 32 MiB (8 bytes per element). */
+#ifndef MM_CPU_A_BUDGET
 #define MM_CPU_A_BUDGET ((int64_t)32 << 20)
-/* Largest decoded B panel per thread (4 * MM_CPU_PANEL_STRIDE(w) bytes per k). The decoded
- * operands hold all of K, so a longer K (above 87 381 to 174 762, by kernel) would cost
- * memory in proportion to K: such GEMMs run the reference instead, in the operands' memory. */
+#endif
+/* Largest decoded B panel per thread (4 * MM_CPU_PANEL_STRIDE(w) bytes per k). A K whose
+ * panel (or mr rows of A) exceeds a budget (above 87 381 to 174 762, by kernel) is streamed in
+ * segments of MM_CPU_STREAM_CHUNK k instead of decoded whole, so memory stays bounded. The
+ * budgets (and the two below) may be set at build time: tests shrink them to run the streaming
+ * path on small GEMMs. */
+#ifndef MM_CPU_PANEL_BUDGET
 #define MM_CPU_PANEL_BUDGET ((int64_t)16 << 20)
+#endif
+/* k per segment of a streamed K (rounded down to whole blocks or promotion intervals): small,
+ * for a small memory footprint (1.5 MiB of panel per thread); a segment start costs tens of
+ * microseconds against about a millisecond of kernel work per 16 x 16 outputs. */
+#ifndef MM_CPU_STREAM_CHUNK
+#define MM_CPU_STREAM_CHUNK ((int64_t)16384)
+#endif
+/* Per-output state a streamed pass keeps across segments (4 bytes per output and reduction
+ * slot): the pass's columns are cut to fit. */
+#ifndef MM_CPU_STATE_BUDGET
+#define MM_CPU_STATE_BUDGET ((int64_t)16 << 20)
+#endif
+
+/* All of K decoded at once: rows of A in passes of at most MM_CPU_A_BUDGET. */
+static int run_whole(mm_cpu_job* job, const mm_cpu_lut* lut_a, int threads) {
+    const mm_gemm* g = job->g;
+    const int mr = job->kern->mr;
+    const int64_t row_bytes = 8 * g->K;
+    int64_t pass_rows = MM_CPU_A_BUDGET / row_bytes / mr * mr;
+    if (pass_rows < mr) pass_rows = mr;
+    const int64_t m_pad_all = (g->M + mr - 1) / mr * mr;
+    if (pass_rows > m_pad_all) pass_rows = m_pad_all;
+    int32_t* a = malloc((size_t)(pass_rows * row_bytes));
+    uint8_t* row_special = malloc((size_t)pass_rows);
+    int rc = a && row_special ? MM_OK : MM_ERR_NO_MEMORY;
+    job->ks = 0;
+    job->ke = g->K;
+    job->panel0 = 0;
+    job->panels = (g->N + job->kern->w - 1) / job->kern->w;
+    for (int64_t row0 = 0; row0 < g->M && rc == MM_OK; row0 += pass_rows) {
+        const int64_t rows = g->M - row0 < pass_rows ? (g->M - row0 + mr - 1) / mr * mr : pass_rows;
+        mm_gemm sub = *g;
+        sub.a = g->a + row0 * g->lda;
+        sub.M = g->M - row0 < rows ? g->M - row0 : rows;
+        memset(row_special, 0, (size_t)rows);
+        decode_a(&sub, lut_a, rows, 0, g->K, a, row_special);
+        job->a = a;
+        job->row_special = row_special;
+        job->row0 = row0;
+        job->rows = rows;
+        rc = run_pass(job, threads);
+    }
+    free(a);
+    free(row_special);
+    return rc;
+}
+
+/* A long K in segments of at most kc (a multiple of unit, the k a resumed split state must
+ * start on): per pass of rows and columns, every segment's A rows and panels are decoded and
+ * each output's split state carried to the next segment; memory is bounded by the budgets. */
+static int run_streamed(mm_cpu_job* job, const mm_cpu_lut* lut_a, int64_t kc, int64_t unit,
+                        int threads) {
+    const mm_gemm* g = job->g;
+    const int mr = job->kern->mr, w = job->kern->w;
+    const int32_t splits = g->splits > 1 ? g->splits : 1;
+    const int64_t split_chunk = mm_split_chunk(g->K, splits);
+    const int64_t m_pad_all = (g->M + mr - 1) / mr * mr, all_panels = (g->N + w - 1) / w;
+    int64_t pass_rows = MM_CPU_A_BUDGET / (8 * kc) / mr * mr;
+    if (pass_rows < mr) pass_rows = mr;
+    if (pass_rows > m_pad_all) pass_rows = m_pad_all;
+    job->nred = splits <= 1 ? 0 : g->scheme == MM_SCHEME_PAIRWISE ? mm_bitlen64((uint64_t)splits) : 1;
+    int64_t pass_panels = MM_CPU_STATE_BUDGET / (4 * (1 + job->nred) * pass_rows * w);
+    if (pass_panels < 1) pass_panels = 1;
+    if (pass_panels > all_panels) pass_panels = all_panels;
+    const int64_t outputs = pass_rows * pass_panels * w;
+    int32_t* a = malloc(sizeof(int32_t) * (size_t)(pass_rows * 2 * kc));
+    uint8_t* row_special = malloc((size_t)pass_rows);
+    uint8_t* col_special = malloc((size_t)(pass_panels * w));
+    float* state = malloc(sizeof(float) * (size_t)outputs);
+    float* red = job->nred ? malloc(sizeof(float) * (size_t)(outputs * job->nred)) : NULL;
+    int rc = a && row_special && col_special && state && (red || !job->nred) ? MM_OK : MM_ERR_NO_MEMORY;
+    job->state = state;
+    job->red = red;
+    job->col_special = col_special;
+    job->a = a;
+    job->row_special = row_special;
+    for (int64_t row0 = 0; row0 < g->M && rc == MM_OK; row0 += pass_rows) {
+        const int64_t rows = g->M - row0 < pass_rows ? (g->M - row0 + mr - 1) / mr * mr : pass_rows;
+        mm_gemm sub = *g;
+        sub.a = g->a + row0 * g->lda;
+        sub.M = g->M - row0 < rows ? g->M - row0 : rows;
+        job->row0 = row0;
+        job->rows = rows;
+        /* The rows' NaN/Inf flags gather over the first column pass's segments, complete
+         * before its last segment stores anything. */
+        memset(row_special, 0, (size_t)rows);
+        for (int64_t p0 = 0; p0 < all_panels && rc == MM_OK; p0 += pass_panels) {
+            job->panel0 = p0;
+            job->panels = all_panels - p0 < pass_panels ? all_panels - p0 : pass_panels;
+            scan_b_special(g, &job->lut_b, p0 * w, job->panels * w, col_special);
+            for (int64_t ks = 0; ks < g->K && rc == MM_OK; ks = job->ke) {
+                job->ks = ks;
+                job->ke = segment_end(g->K, split_chunk, ks, kc, unit);
+                job->last = job->ke == g->K;
+                decode_a(&sub, lut_a, rows, ks, job->ke, a, row_special);
+                rc = run_pass(job, threads);
+            }
+        }
+    }
+    free(a);
+    free(row_special);
+    free(col_special);
+    free(state);
+    free(red);
+    return rc;
+}
 
 int mmaemu_gemm_cpu(const mm_gemm* g, int threads) {
     int rc = mmaemu_gemm_check(g);
@@ -331,59 +581,27 @@ int mmaemu_gemm_cpu(const mm_gemm* g, int threads) {
         job->tile = mm_cpu_kernel_wide.tile;
     }
     const int mr = job->kern->mr, w = job->kern->w;
-    if ((int64_t)4 * MM_CPU_PANEL_STRIDE(w) * g->K > MM_CPU_PANEL_BUDGET ||
-        (int64_t)8 * mr * g->K > MM_CPU_A_BUDGET) {
+    const int whole = (int64_t)4 * MM_CPU_PANEL_STRIDE(w) * g->K <= MM_CPU_PANEL_BUDGET &&
+                      (int64_t)8 * mr * g->K <= MM_CPU_A_BUDGET;
+    /* A streamed split state resumes on a block boundary (fast: one chain) or on a promotion
+     * interval boundary (its chain restarts there); a segment holds at least one. */
+    const int64_t unit = job->plan.fast ? g->preset.block : (int64_t)g->preset.block * g->preset.promote_blocks;
+    int64_t kc = MM_CPU_STREAM_CHUNK / unit * unit;
+    if (kc < unit) kc = unit;
+    if (!whole && ((int64_t)4 * MM_CPU_PANEL_STRIDE(w) * kc > MM_CPU_PANEL_BUDGET ||
+                   (int64_t)8 * mr * kc > MM_CPU_A_BUDGET)) {
+        /* Without fast accumulation, a promotion interval beyond the budgets (above 87 381 k;
+         * no known preset): the reference, in the operands' memory. */
         free(job);
         return mmaemu_gemm_reference(g);
     }
     mm_cpu_lut lut_a;
     lut_make(&lut_a, g->fmt_a);
     lut_make(&job->lut_b, g->fmt_b);
-    job->panels = (g->N + w - 1) / w;
-
-    const int64_t row_bytes = 8 * (g->K > 0 ? g->K : 1);
-    int64_t pass_rows = MM_CPU_A_BUDGET / row_bytes / mr * mr;
-    if (pass_rows < mr) pass_rows = mr;
-    const int64_t m_pad_all = (g->M + mr - 1) / mr * mr;
-    if (pass_rows > m_pad_all) pass_rows = m_pad_all;
-    int32_t* a = malloc((size_t)(pass_rows * row_bytes));
-    uint8_t* row_special = malloc((size_t)pass_rows);
-    if (!a || !row_special) {
-        free(a);
-        free(row_special);
-        free(job);
-        return MM_ERR_NO_MEMORY;
-    }
     if (threads < 1) threads = 1;
     /* Small problems are not worth a thread start (tens of microseconds). */
     if ((double)g->M * (double)g->N * (double)(g->K + 1) < (double)(1 << 18)) threads = 1;
-
-    rc = MM_OK;
-    for (int64_t row0 = 0; row0 < g->M && rc == MM_OK; row0 += pass_rows) {
-        const int64_t rows = g->M - row0 < pass_rows ? (g->M - row0 + mr - 1) / mr * mr : pass_rows;
-        mm_gemm sub = *g;
-        sub.a = g->a + row0 * g->lda;
-        sub.M = g->M - row0 < rows ? g->M - row0 : rows;
-        decode_a(&sub, &lut_a, rows, a, row_special);
-        job->a = a;
-        job->row_special = row_special;
-        job->row0 = row0;
-        job->rows = rows;
-        /* Enough items for dynamic balancing (4 per thread), but whole panels when possible:
-         * each item decodes its panel unless the thread's previous item had the same one. */
-        int64_t chunks = (4 * (int64_t)threads + job->panels - 1) / job->panels;
-        if (chunks > rows / mr) chunks = rows / mr;
-        if (chunks < 1) chunks = 1;
-        job->chunk_rows = ((rows + chunks - 1) / chunks + mr - 1) / mr * mr;
-        job->chunks = (rows + job->chunk_rows - 1) / job->chunk_rows;
-        atomic_store(&job->next_item, 0);
-        atomic_store(&job->finished, 0);
-        const int64_t items = job->panels * job->chunks;
-        run_threads(job, (int)(threads < items ? threads : items));
-        if (atomic_load(&job->finished) == 0) rc = MM_ERR_NO_MEMORY;
-    }
-    free(a);
-    free(row_special);
+    rc = whole ? run_whole(job, &lut_a, threads) : run_streamed(job, &lut_a, kc, unit, threads);
     free(job);
     return rc;
 }

@@ -87,9 +87,14 @@ typedef struct {
 
 /* A tile kernel: the split accumulators of MR rows x W columns over k in [k0, k1).
  * a: the MR decoded rows (row r at a + r * a_stride); b: the decoded B panel;
- * acc: MR x W floats, row r at acc + r * W. */
+ * acc: MR x W floats, row r at acc + r * W.
+ * resume = 0: the split starts at k0 (C = +0, promotion accumulator +0). resume = 1: acc holds
+ * the state an earlier call over the same split left there, to continue from (fast: the
+ * chain's C; otherwise the promotion accumulator); the caller puts k0 on a block boundary
+ * (fast) or a promotion-interval boundary (otherwise), counted from the split's origin. This
+ * lets the driver stream a long K in segments. */
 typedef void (*mm_cpu_tile_fn)(const mm_cpu_plan* p, const int32_t* a, int64_t a_stride,
-                               const int32_t* b, int64_t k0, int64_t k1, float* acc);
+                               const int32_t* b, int64_t k0, int64_t k1, float* acc, int resume);
 
 typedef struct {
     const char* name;

@@ -107,7 +107,7 @@ MM_AVX2_INLINE void pass2(const int32_t* ak, int64_t as, const int32_t* bk, int 
     }
 }
 
-/* Blocks over [k0, k1) from C = +0 for the tile; c receives the chain's fp32 bits.
+/* Blocks over [k0, k1) continuing from the C in c; c receives the chain's fp32 bits.
  * split = 0: one int32 sum per output (narrow presets, |S| < 2^24). split = 1: the block's
  * first ceil(n/2) terms (and C's) in S, the rest in S2, each below 2^31 (the driver checks),
  * added in fp64 (presets with more grid bits, such as b200). */
@@ -122,8 +122,6 @@ MM_AVX2_INLINE void chain(const mm_cpu_plan* p, const int32_t* a, int64_t as, co
     const __m256i keep_mask = _mm256_set1_epi32((int32_t)p->keep_mask);
     const __m256i grid_lo = _mm256_set1_epi32(MM_CPU_GRID_MIN), grid_hi = _mm256_set1_epi32(MM_CPU_GRID_MAX_NARROW);
     const __m256i e16_init = _mm256_set1_epi16(-32768);
-    for (int r = 0; r < MR; r++)
-        for (int v = 0; v < NV; v++) c[r][v] = zero;
     for (int64_t kb = k0; kb < k1; kb += p->block) {
         const int n = (int)(k1 - kb < p->block ? k1 - kb : p->block);
         const int32_t* ak = a + 2 * kb;
@@ -203,11 +201,14 @@ MM_AVX2_INLINE void chain(const mm_cpu_plan* p, const int32_t* a, int64_t as, co
     }
 }
 
-/* mm_split_acc for the tile. */
+/* mm_split_acc for the tile; resume: continue from the state in acc (cpu_fast.h). */
 MM_AVX2_INLINE void tile_impl(const mm_cpu_plan* p, const int32_t* a, int64_t as, const int32_t* b,
-                              int64_t k0, int64_t k1, float* acc, const int split) {
+                              int64_t k0, int64_t k1, float* acc, const int resume,
+                              const int split) {
     __m256i c[MR][NV];
     if (p->fast) {
+        for (int r = 0; r < MR; r++)
+            for (int v = 0; v < NV; v++) c[r][v] = resume ? _mm256_loadu_si256((const __m256i*)(acc + r * W + v * VL)) : _mm256_setzero_si256();
         chain(p, a, as, b, k0, k1, c, split);
         for (int r = 0; r < MR; r++)
             for (int v = 0; v < NV; v++) _mm256_storeu_si256((__m256i*)(acc + r * W + v * VL), c[r][v]);
@@ -216,8 +217,10 @@ MM_AVX2_INLINE void tile_impl(const mm_cpu_plan* p, const int32_t* a, int64_t as
     const int64_t interval = (int64_t)p->block * p->promote_blocks;
     __m256 main_acc[MR][NV];
     for (int r = 0; r < MR; r++)
-        for (int v = 0; v < NV; v++) main_acc[r][v] = _mm256_setzero_ps();
+        for (int v = 0; v < NV; v++) main_acc[r][v] = resume ? _mm256_loadu_ps(acc + r * W + v * VL) : _mm256_setzero_ps();
     for (int64_t k = k0; k < k1; k += interval) {
+        for (int r = 0; r < MR; r++) /* each promotion interval's chain starts from +0 */
+            for (int v = 0; v < NV; v++) c[r][v] = _mm256_setzero_si256();
         chain(p, a, as, b, k, k1 - k < interval ? k1 : k + interval, c, split);
         for (int r = 0; r < MR; r++) /* the promotion: an IEEE fp32 add, round to nearest */
             for (int v = 0; v < NV; v++) main_acc[r][v] = _mm256_add_ps(main_acc[r][v], _mm256_castsi256_ps(c[r][v]));
@@ -227,13 +230,13 @@ MM_AVX2_INLINE void tile_impl(const mm_cpu_plan* p, const int32_t* a, int64_t as
 }
 
 MM_AVX2 static void tile(const mm_cpu_plan* p, const int32_t* a, int64_t as, const int32_t* b,
-                         int64_t k0, int64_t k1, float* acc) {
-    tile_impl(p, a, as, b, k0, k1, acc, 0);
+                         int64_t k0, int64_t k1, float* acc, int resume) {
+    tile_impl(p, a, as, b, k0, k1, acc, resume, 0);
 }
 
 MM_AVX2 static void tile_split(const mm_cpu_plan* p, const int32_t* a, int64_t as,
-                               const int32_t* b, int64_t k0, int64_t k1, float* acc) {
-    tile_impl(p, a, as, b, k0, k1, acc, 1);
+                               const int32_t* b, int64_t k0, int64_t k1, float* acc, int resume) {
+    tile_impl(p, a, as, b, k0, k1, acc, resume, 1);
 }
 
 const mm_cpu_kernel mm_cpu_kernel_avx2 = {"avx2", MR, W, tile, tile_split};

@@ -111,8 +111,6 @@ MM_AVX512_INLINE void chain(const mm_cpu_plan* p, const int32_t* a, int64_t as, 
     const __m512i keep_mask = _mm512_set1_epi32((int32_t)p->keep_mask);
     const __m512i grid_lo = _mm512_set1_epi32(MM_CPU_GRID_MIN), grid_hi = _mm512_set1_epi32(MM_CPU_GRID_MAX_NARROW);
     const __m512i e16_init = _mm512_set1_epi16(-32768);
-    for (int r = 0; r < MR; r++)
-        for (int v = 0; v < NV; v++) c[r][v] = zero;
     for (int64_t kb = k0; kb < k1; kb += p->block) {
         const int n = (int)(k1 - kb < p->block ? k1 - kb : p->block);
         const int32_t* ak = a + 2 * kb;
@@ -215,9 +213,11 @@ MM_AVX512_INLINE void chain(const mm_cpu_plan* p, const int32_t* a, int64_t as, 
 
 MM_AVX512_INLINE void tile_impl(const mm_cpu_plan* p, const int32_t* a, int64_t as,
                                 const int32_t* b, int64_t k0, int64_t k1, float* acc,
-                                const int split) {
+                                const int resume, const int split) {
     __m512i c[MR][NV];
     if (p->fast) {
+        for (int r = 0; r < MR; r++)
+            for (int v = 0; v < NV; v++) c[r][v] = resume ? _mm512_loadu_si512(acc + r * W + v * VL) : _mm512_setzero_si512();
         chain(p, a, as, b, k0, k1, c, split);
         for (int r = 0; r < MR; r++)
             for (int v = 0; v < NV; v++) _mm512_storeu_si512(acc + r * W + v * VL, c[r][v]);
@@ -226,8 +226,10 @@ MM_AVX512_INLINE void tile_impl(const mm_cpu_plan* p, const int32_t* a, int64_t 
     const int64_t interval = (int64_t)p->block * p->promote_blocks;
     __m512 main_acc[MR][NV];
     for (int r = 0; r < MR; r++)
-        for (int v = 0; v < NV; v++) main_acc[r][v] = _mm512_setzero_ps();
+        for (int v = 0; v < NV; v++) main_acc[r][v] = resume ? _mm512_loadu_ps(acc + r * W + v * VL) : _mm512_setzero_ps();
     for (int64_t k = k0; k < k1; k += interval) {
+        for (int r = 0; r < MR; r++) /* each promotion interval's chain starts from +0 */
+            for (int v = 0; v < NV; v++) c[r][v] = _mm512_setzero_si512();
         chain(p, a, as, b, k, k1 - k < interval ? k1 : k + interval, c, split);
         for (int r = 0; r < MR; r++) /* the promotion: an IEEE fp32 add, round to nearest */
             for (int v = 0; v < NV; v++) main_acc[r][v] = _mm512_add_ps(main_acc[r][v], _mm512_castsi512_ps(c[r][v]));
@@ -237,13 +239,13 @@ MM_AVX512_INLINE void tile_impl(const mm_cpu_plan* p, const int32_t* a, int64_t 
 }
 
 MM_AVX512 static void tile(const mm_cpu_plan* p, const int32_t* a, int64_t as, const int32_t* b,
-                           int64_t k0, int64_t k1, float* acc) {
-    tile_impl(p, a, as, b, k0, k1, acc, 0);
+                           int64_t k0, int64_t k1, float* acc, int resume) {
+    tile_impl(p, a, as, b, k0, k1, acc, resume, 0);
 }
 
 MM_AVX512 static void tile_split(const mm_cpu_plan* p, const int32_t* a, int64_t as,
-                                 const int32_t* b, int64_t k0, int64_t k1, float* acc) {
-    tile_impl(p, a, as, b, k0, k1, acc, 1);
+                                 const int32_t* b, int64_t k0, int64_t k1, float* acc, int resume) {
+    tile_impl(p, a, as, b, k0, k1, acc, resume, 1);
 }
 
 const mm_cpu_kernel mm_cpu_kernel_avx512 = {"avx512", MR, W, tile, tile_split};

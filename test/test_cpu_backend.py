@@ -253,7 +253,15 @@ def _build_simd_check(tmp_path, extra_flags):
 NARROW_GRID = ["-DMM_CPU_GRID_MIN=-20", "-DMM_CPU_GRID_MAX_NARROW=-5", "-DMM_CPU_GRID_MAX_SPLIT=-5"]
 
 
-@pytest.mark.parametrize("flags", [[], NARROW_GRID], ids=["build", "fallback-compose"])
+# Tiny decode budgets (cpu_fast.c): K above 256 to 1024 (by kernel) is streamed in segments of
+# 160 k (rounded to whole blocks or promotion intervals) with few columns per pass, so split
+# states resume across segments, splits end inside segments and passes of columns repeat.
+STREAM_K = ["-DMM_CPU_PANEL_BUDGET=49152", "-DMM_CPU_A_BUDGET=16384", "-DMM_CPU_STREAM_CHUNK=160",
+            "-DMM_CPU_STATE_BUDGET=2048"]
+
+
+@pytest.mark.parametrize("flags", [[], NARROW_GRID, STREAM_K, STREAM_K + NARROW_GRID],
+                         ids=["build", "fallback-compose", "stream-k", "stream-k-fallback-compose"])
 def test_random_preset_parameters_in_c(tmp_path, flags):
     """Presets with any parameters the plan checks accept (block 1..64, frac 0..30, keep 1..40),
     which reach the narrow, split and wide kernels; test/cpu_simd_check.c against the reference."""
@@ -262,7 +270,7 @@ def test_random_preset_parameters_in_c(tmp_path, flags):
     assert run.returncode == 0 and " 0 failures" in run.stdout, run.stdout + run.stderr
 
 
-@pytest.mark.parametrize("flags", [[], NARROW_GRID], ids=["build", "fallback-compose"])
+@pytest.mark.parametrize("flags", [[], NARROW_GRID, STREAM_K], ids=["build", "fallback-compose", "stream-k"])
 def test_avx512_kernel_on_emulated_intrinsics(tmp_path, flags):
     """The AVX-512 kernel's source built against SIMDe (portable C for every intrinsic) and
     compared with the reference by test/cpu_simd_check.c. Runs on CPUs without AVX-512."""
@@ -275,13 +283,14 @@ def test_avx512_kernel_on_emulated_intrinsics(tmp_path, flags):
     assert "avx512 0" not in run.stdout  # the emulated kernel really ran
 
 
-def test_k_beyond_the_decode_budget_runs_the_reference_bits():
-    """A K whose decoded panel would exceed the per-thread budget (cpu_fast.c) still gives the
-    reference's bits: the backend hands such GEMMs to the reference."""
+@pytest.mark.parametrize("splits,scheme", [(1, "none"), (3, "pairwise"), (2, "serial")])
+def test_k_beyond_the_decode_budget_streams_to_the_reference_bits(splits, scheme):
+    """A K whose decoded panel would exceed the per-thread budget (cpu_fast.c) is streamed in
+    segments (split states carried across them) and gives the reference's bits."""
     rng = np.random.default_rng(5)
     K = 174_848  # above 174 762, the portable/AVX2 limit, and a multiple of 16
     x = as_fp8(fp8_codes(rng, 3, K, "e4m3", "clustered"), "e4m3")
     w = as_fp8(fp8_codes(rng, 2, K, "e4m3", "clustered"), "e4m3")
     for fast in (True, False):
-        case = dict(BASE, preset="hopper", fast=fast)
-        assert_bitwise_equal(gemm(case, x, w, "cpu"), gemm(case, x, w, "reference"))
+        case = dict(BASE, preset="hopper", fast=fast, splits=splits, scheme=scheme, out="acc")
+        check_all_paths(case, x, w, threads=(1,))
