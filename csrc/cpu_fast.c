@@ -3,7 +3,7 @@
  * How it gets the reference's bits:
  *  - The block arithmetic (mm_block) is re-done by a tile kernel on operands decoded once into
  *    (alignment exponent, fp32 value) pairs, by the formula in cpu_fast.h. Every kernel does the
- *    same exact integer arithmetic, and each output is computed by one kernel call in the
+ *    same exact integer arithmetic, and each output is computed by the same kernel calls in the
  *    reference's order, so the bits depend neither on the thread count nor on which kernel
  *    (portable, AVX2, AVX-512, wide) runs.
  *  - Splits, their fp32 reduction and the epilogue use the header code (mm_split_chunk, the
@@ -14,6 +14,10 @@
  * Speed: A is decoded once for the call; each B panel (W columns x K) is decoded by the thread
  * that uses it and stays in its L2 while the thread runs its rows against it. Work items
  * (panel, row chunk) are handed out dynamically to `threads` pthreads.
+ *
+ * Memory: a K too long for the decode budgets (MM_CPU_PANEL_BUDGET) is streamed: segments of K
+ * are decoded in turn and each output's split state (the kernels' resume form) and split
+ * reduction are carried from one segment to the next.
  *
  * MMAEMU_CPU_SIMD = auto (default) | portable | avx2 | avx512 picks the narrow kernel; a path
  * this CPU lacks or an unknown name is an error (MM_ERR_CPU_SIMD), never a silent fallback.
@@ -450,8 +454,8 @@ static int run_pass(mm_cpu_job* job, int threads) {
 #define MM_CPU_PANEL_BUDGET ((int64_t)16 << 20)
 #endif
 /* k per segment of a streamed K (rounded down to whole blocks or promotion intervals): small,
- * for a small memory footprint (1.5 MiB of panel per thread); a segment start costs tens of
- * microseconds against about a millisecond of kernel work per 16 x 16 outputs. */
+ * so the panel (1.5 MiB per thread at W = 16) stays in cache; each segment starts its threads
+ * anew (tens of microseconds), small against its kernel work. */
 #ifndef MM_CPU_STREAM_CHUNK
 #define MM_CPU_STREAM_CHUNK ((int64_t)16384)
 #endif
