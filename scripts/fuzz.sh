@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer harness test/fuzz/fuzz_gemm.c (clang, AddressSanitizer and
 # UndefinedBehaviorSanitizer, every finding fatal) and runs it for the given number of seconds
-# (default 60), starting from the seed corpus test/fuzz/corpus/. New inputs go to a scratch
+# (default 60; half with the default decode budgets, half with budgets that make the cpu
+# backend stream K in segments), starting from the seed corpus test/fuzz/corpus/. New inputs go to a scratch
 # corpus under build/fuzz/, never into the repository. Exit status 0: nothing found; non-zero:
 # a crash, sanitizer report or bit mismatch, with the input saved under build/fuzz/artifacts/
 # (replay it with: build/fuzz/fuzz_gemm build/fuzz/artifacts/crash-...).
@@ -15,11 +16,24 @@ if ! command -v "$CC" >/dev/null; then
 fi
 out=build/fuzz
 mkdir -p "$out/corpus" "$out/artifacts"
-"$CC" -std=c11 -g -O1 -ffp-contract=off -fno-fast-math -Wall -Wextra -Werror \
-    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer \
-    -Icsrc test/fuzz/fuzz_gemm.c csrc/core.c csrc/reference.c csrc/cpu_fast.c csrc/cpu_kernel_*.c \
-    -pthread -lm -o "$out/fuzz_gemm"
+# Two builds: the default budgets, and budgets shrunk so that the cpu backend streams K in
+# segments for every K above 128 (test/test_cpu_backend.py does the same with STREAM_K).
+STREAM_FLAGS=(-DMM_CPU_PANEL_BUDGET=12288 -DMM_CPU_A_BUDGET=4096 -DMM_CPU_STREAM_CHUNK=96
+              -DMM_CPU_STATE_BUDGET=1024)
+build() { # build NAME EXTRA_FLAGS...
+    local name=$1; shift
+    "$CC" -std=c11 -g -O1 -ffp-contract=off -fno-fast-math -Wall -Wextra -Werror "$@" \
+        -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer \
+        -Icsrc test/fuzz/fuzz_gemm.c csrc/core.c csrc/reference.c csrc/cpu_fast.c csrc/cpu_kernel_*.c \
+        -pthread -lm -o "$out/$name"
+}
+build fuzz_gemm
+build fuzz_gemm_stream "${STREAM_FLAGS[@]}"
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:${ASAN_OPTIONS:-}"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"
-"$out/fuzz_gemm" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=2048 -max_len=4096 \
-    -print_final_stats=1 -artifact_prefix="$out/artifacts/" "$out/corpus" test/fuzz/corpus
+half=$(( (seconds + 1) / 2 ))
+for exe in fuzz_gemm fuzz_gemm_stream; do
+    echo "fuzz.sh: $exe for ${half}s"
+    "$out/$exe" -max_total_time="$half" -timeout=20 -rss_limit_mb=2048 -max_len=4096 \
+        -print_final_stats=1 -artifact_prefix="$out/artifacts/" "$out/corpus" test/fuzz/corpus
+done
