@@ -446,12 +446,14 @@ static int run_pass(mm_cpu_job* job, int threads) {
 #define MM_CPU_A_BUDGET ((int64_t)32 << 20)
 #endif
 /* Largest decoded B panel per thread (4 * MM_CPU_PANEL_STRIDE(w) bytes per k). A K whose
- * panel (or mr rows of A) exceeds a budget (above 87 381 to 174 762, by kernel) is streamed in
- * segments of MM_CPU_STREAM_CHUNK k instead of decoded whole, so memory stays bounded. The
+ * panel (or mr rows of A) exceeds a budget (above 21 845 k for AVX-512, 43 690 for the other
+ * kernels) is streamed in segments of MM_CPU_STREAM_CHUNK k instead of decoded whole, so memory
+ * stays bounded. 4 MiB rather than more: measured on 2-core Zen 3 (AVX2), a whole-K panel
+ * beyond L2 ran slower than streaming (256 x 256 x 65 536: 12.2 vs 15.3 GMAC/s). The
  * budgets (and the two below) may be set at build time: tests shrink them to run the streaming
  * path on small GEMMs. */
 #ifndef MM_CPU_PANEL_BUDGET
-#define MM_CPU_PANEL_BUDGET ((int64_t)16 << 20)
+#define MM_CPU_PANEL_BUDGET ((int64_t)4 << 20)
 #endif
 /* k per segment of a streamed K (rounded down to whole blocks or promotion intervals): small,
  * so the panel (1.5 MiB per thread at W = 16) stays in cache; each segment starts its threads
@@ -590,11 +592,14 @@ int mmaemu_gemm_cpu(const mm_gemm* g, int threads) {
     /* A streamed split state resumes on a block boundary (fast: one chain) or on a promotion
      * interval boundary (its chain restarts there); a segment holds at least one. */
     const int64_t unit = job->plan.fast ? g->preset.block : (int64_t)g->preset.block * g->preset.promote_blocks;
-    int64_t kc = MM_CPU_STREAM_CHUNK / unit * unit;
+    int64_t kc = MM_CPU_STREAM_CHUNK; /* within both budgets, whole units */
+    if (kc > MM_CPU_PANEL_BUDGET / (4 * MM_CPU_PANEL_STRIDE(w))) kc = MM_CPU_PANEL_BUDGET / (4 * MM_CPU_PANEL_STRIDE(w));
+    if (kc > MM_CPU_A_BUDGET / (8 * mr)) kc = MM_CPU_A_BUDGET / (8 * mr);
+    kc = kc / unit * unit;
     if (kc < unit) kc = unit;
     if (!whole && ((int64_t)4 * MM_CPU_PANEL_STRIDE(w) * kc > MM_CPU_PANEL_BUDGET ||
                    (int64_t)8 * mr * kc > MM_CPU_A_BUDGET)) {
-        /* Without fast accumulation, a promotion interval beyond the budgets (above 87 381 k;
+        /* Without fast accumulation, a promotion interval beyond the budgets (above 21 845 k;
          * no known preset): the reference, in the operands' memory. */
         free(job);
         return mmaemu_gemm_reference(g);
