@@ -81,6 +81,23 @@ MM_AVX512_INLINE void fix_lanes(__m512i c[MR][NV], __m512i S[MR][NV], __m512i (*
         for (int v = 0; v < NV; v++) c[r][v] = cc[r][v];
 }
 
+/* Pass 2 over k in [k_begin, k_end) of a block: S += trunc((a * b) * s). */
+MM_AVX512_INLINE void pass2(const int32_t* ak, int64_t as, const int32_t* bk, int k_begin,
+                            int k_end, const __m512 s[MR][NV], __m512i S[MR][NV]) {
+    for (int k = k_begin; k < k_end; k++) {
+        const mm_cpu_f32* vb = mm_cpu_cvalues(bk + k * STRIDE + W / 2);
+        __m512 bv[NV];
+        for (int v = 0; v < NV; v++) bv[v] = _mm512_loadu_ps(vb + v * VL);
+        for (int r = 0; r < MR; r++) {
+            const __m512 av = _mm512_set1_ps(mm_bits_f32((uint32_t)ak[r * as + 2 * k + 1]));
+            for (int v = 0; v < NV; v++) {
+                const __m512 q = _mm512_mul_ps(_mm512_mul_ps(av, bv[v]), s[r][v]);
+                S[r][v] = _mm512_add_epi32(S[r][v], _mm512_cvttps_epi32(q));
+            }
+        }
+    }
+}
+
 /* The block result of the split form (cpu_kernel_avx2.c's compose_split, 16 lanes). */
 MM_AVX512_INLINE __m512i compose_split(__m512i S, __m512i S2, __m512i grid, const mm_cpu_plan* p,
                                        __mmask16* bad) {
@@ -157,33 +174,11 @@ MM_AVX512_INLINE void chain(const mm_cpu_plan* p, const int32_t* a, int64_t as, 
         /* Pass 2: every product cut toward zero to the grid, summed exactly (split: the
          * second half of the block into S2). */
         const int h = split ? (n + 1) / 2 : n;
-        for (int k = 0; k < h; k++) {
-            const mm_cpu_f32* vb = mm_cpu_cvalues(bk + k * STRIDE + W / 2);
-            __m512 bv[NV];
-            for (int v = 0; v < NV; v++) bv[v] = _mm512_loadu_ps(vb + v * VL);
-            for (int r = 0; r < MR; r++) {
-                const __m512 av = _mm512_set1_ps(mm_bits_f32((uint32_t)ak[r * as + 2 * k + 1]));
-                for (int v = 0; v < NV; v++) {
-                    const __m512 q = _mm512_mul_ps(_mm512_mul_ps(av, bv[v]), s[r][v]);
-                    S[r][v] = _mm512_add_epi32(S[r][v], _mm512_cvttps_epi32(q));
-                }
-            }
-        }
+        pass2(ak, as, bk, 0, h, s, S);
         __m512i S2[MR][NV];
         for (int r = 0; r < MR; r++)
             for (int v = 0; v < NV; v++) S2[r][v] = zero;
-        for (int k = h; k < n; k++) {
-            const mm_cpu_f32* vb = mm_cpu_cvalues(bk + k * STRIDE + W / 2);
-            __m512 bv[NV];
-            for (int v = 0; v < NV; v++) bv[v] = _mm512_loadu_ps(vb + v * VL);
-            for (int r = 0; r < MR; r++) {
-                const __m512 av = _mm512_set1_ps(mm_bits_f32((uint32_t)ak[r * as + 2 * k + 1]));
-                for (int v = 0; v < NV; v++) {
-                    const __m512 q = _mm512_mul_ps(_mm512_mul_ps(av, bv[v]), s[r][v]);
-                    S2[r][v] = _mm512_add_epi32(S2[r][v], _mm512_cvttps_epi32(q));
-                }
-            }
-        }
+        pass2(ak, as, bk, h, n, s, S2);
         __mmask16 bad = 0;
         if (split) {
             __m512i c_old[MR][NV];
