@@ -198,15 +198,235 @@ def test_h200_script_is_valid_bash():
     subprocess.run(["bash", "-n", os.path.join(SCRIPTS, "h200_ground_truth.sh")], check=True)
 
 
-@pytest.mark.skipif(os.environ.get("MMAEMU_SLOW_TESTS") != "1", reason="rehearsal of the whole GPU run "
-                    "(about a minute on 2 cores): set MMAEMU_SLOW_TESTS=1")
-def test_h200_script_rehearsal(tmp_path):
-    env = dict(os.environ, DRY_RUN="1", QUICK="1", OUT=str(tmp_path / "out"), WORK=str(tmp_path / "w"),
+SLOW = pytest.mark.skipif(os.environ.get("MMAEMU_SLOW_TESTS") != "1", reason="rehearsal of the whole "
+                          "GPU run (about a minute on 2 cores): set MMAEMU_SLOW_TESTS=1")
+
+
+@pytest.fixture(scope="module")
+def rehearsal(tmp_path_factory):
+    """One dry run of scripts/h200_ground_truth.sh, shared by the tests that need its output."""
+    tmp = tmp_path_factory.mktemp("rehearsal")
+    env = dict(os.environ, DRY_RUN="1", QUICK="1", OUT=str(tmp / "out"), WORK=str(tmp / "w"),
                HEUR_BUDGET_S="5", PYTHON=sys.executable)
     r = subprocess.run(["bash", os.path.join(SCRIPTS, "h200_ground_truth.sh")], env=env,
                        capture_output=True, text=True, timeout=600)
+    return tmp, r
+
+
+@SLOW
+def test_h200_script_rehearsal(rehearsal):
+    tmp_path, r = rehearsal
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert (tmp_path / "out" / "ground_truth.tar.gz").exists()
     summary = (tmp_path / "out" / "summary.txt").read_text()
     assert "P0" in summary and "table heur_dryrun" in summary and "goldens h200_torch.json" in summary
     assert "Traceback" not in summary
+
+
+# -- scripts/ingest_h200.py: the run's files into a repository ------------------------------------
+
+import io  # noqa: E402
+import shutil  # noqa: E402
+import tarfile  # noqa: E402
+
+import ingest_h200  # noqa: E402
+
+
+def _scratch_repo(path):
+    """The parts of a repository the ingest touches: tables/ (profiles, splitk) and test/data/."""
+    shutil.copytree(os.path.join(ROOT, "tables"), path / "tables")
+    (path / "test" / "data").mkdir(parents=True)
+    return path
+
+
+def _pack(folder, out_dir, extra=()):
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(out_dir / "ground_truth.tar.gz", "w:gz") as tf:
+        tf.add(str(folder), arcname=".")
+        for name, data in extra:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    return out_dir
+
+
+def _use_tables(monkeypatch, tables):
+    """Points mmaemu's loaders at another tables/ folder (profiles, presets, split-K tables)."""
+    import importlib
+    from pathlib import Path
+    P, S = importlib.import_module("mmaemu.profiles"), importlib.import_module("mmaemu.splitk")
+    monkeypatch.setattr(P, "tables_dir", lambda: Path(tables))
+    monkeypatch.setattr(S, "tables_dir", lambda: Path(tables))
+    monkeypatch.setattr(P, "_PROFILES", None)
+    monkeypatch.setattr(P, "_PRESETS", None)
+    monkeypatch.setattr(S, "_TABLES", {})
+
+
+def _synthetic_run(folder, sm_count=132):
+    """A run's folder as the GPU run packs it: one golden, three tables, one probes file."""
+    (folder / "goldens").mkdir(parents=True)
+    (folder / "tables").mkdir()
+    (folder / "probes").mkdir()
+    (folder / "logs").mkdir()
+    platform = {"dry_run": False, "gpu": "NVIDIA H200", "sm_count": sm_count, "capability": "9.0"}
+    hw.write_json(str(folder / "goldens" / "h200_torch.json"),
+                  {"format": "mmaemu-hw-goldens/1", "tag": "h200_torch", "platform": platform,
+                   "cases": [], "rejected": [], "seconds": 0.1})
+    for caller, ws in record_heuristics.CALLERS.items():
+        tid = f"heur_h200_lt12.9.1.4_{caller}"
+        rows = [{"M": 16, "N": 16, "K": 65536, "fmt_a": "e4m3", "fmt_b": "e4m3", "out_dtype": "bfloat16",
+                 "fast_accum": True, "splits": 1 if caller == "ws0" else 4,
+                 "scheme": "none" if caller == "ws0" else "contiguous", "algo": 66, "tile": 20,
+                 "custom_option": 0, "note": "synthetic test row"}]
+        prov = {"gpu": "NVIDIA H200", "sm_count": sm_count, "cublaslt_version": "12.9.1.4",
+                "workspace_bytes": ws, "caller": caller, "recorded_with": "test", "date": "2026-12-02",
+                "source": "cuBLASLt heuristic queried on the GPU (test stand-in)", "torch": "2.8.0"}
+        record_heuristics.write_table(str(folder / "tables" / f"{tid}.json"),
+                                      {"table_id": tid, "provenance": prov, "rows": rows,
+                                       "envelope": {"bounds": [], "validated": False, "note": "test"}})
+    hw.write_json(str(folder / "probes" / "probes.json"),
+                  {"platform": platform, "dry_run": False, "probes": [
+                      {"id": "P1", "hypothesis": "C joins the block", "verdict": "confirmed",
+                       "matching_hypotheses": ["C inside the block (model)"], "result": {}},
+                      {"id": "P5", "hypothesis": "sum | order", "verdict": "inconclusive",
+                       "result": {"reason": "no shape split in P4 with this workspace"}}]})
+    return folder
+
+
+def test_ingest_h200_synthetic_run(tmp_path, monkeypatch, capsys):
+    run = _synthetic_run(tmp_path / "w")
+    out = _pack(run, tmp_path / "out")
+    repo = _scratch_repo(tmp_path / "repo")
+    before = (repo / "tables" / "profiles.json").read_text()
+    # --dry-run writes nothing
+    assert ingest_h200.main([str(out), "--repo", str(repo), "--dry-run"]) == 0
+    assert (repo / "tables" / "profiles.json").read_text() == before
+    assert not (repo / "test" / "data" / "hw_goldens").exists() and not (out / "probe_table.md").exists()
+    assert ingest_h200.main([str(out), "--repo", str(repo)]) == 0
+    assert (repo / "test" / "data" / "hw_goldens" / "h200_torch.json").exists()
+    for caller in ("torch", "te", "ws0"):
+        assert (repo / "tables" / "splitk" / f"heur_h200_lt12.9.1.4_{caller}.json").exists()
+    table = (out / "probe_table.md").read_text()
+    assert table in capsys.readouterr().out
+    assert "| P1 | probes.json (NVIDIA H200) | C joins the block | confirmed | matches: C inside" in table
+    assert "sum \\| order | inconclusive | reason: no shape split" in table
+    # the loader reads the new profiles, and the table's rows are found under mmaemu's dtype names
+    _use_tables(monkeypatch, repo / "tables")
+    import mmaemu
+    import mmaemu.splitk as splitk
+    p = mmaemu.get_profile("h200")
+    assert (p.gpu, p.gpu_match, p.sm_count, p.cublaslt_version, p.workspace_bytes, p.preset) == \
+        ("NVIDIA H200", "H200", 132, "12.9.1.4", 1 << 20, "hopper")
+    assert p.caller == "torch 2.8.0 torch._scaled_mm" and p.splitk_table == "heur_h200_lt12.9.1.4_torch"
+    te, ws0 = mmaemu.get_profile("h200-te"), mmaemu.get_profile("h200-ws0")
+    hopper_te, hopper_ws0 = mmaemu.get_profile("hopper-te"), mmaemu.get_profile("hopper-ws0")
+    assert te.workspace_bytes == 32 << 20 and te.caller == hopper_te.caller
+    assert (ws0.splitk_table, ws0.split_rule, ws0.caller) == (None, "never", hopper_ws0.caller)
+    d, _ = splitk.decide(p, 16, 16, 65536, "e4m3", "e4m3", "bf16", True)
+    assert (d.S, d.scheme, d.source) == (4, "contiguous", "table")
+    d, _ = splitk.decide(ws0, 16, 16, 65536, "e4m3", "e4m3", "bf16", True)
+    assert (d.S, d.source) == (1, "rule")
+    # a second ingest of the same run changes nothing
+    assert ingest_h200.main([str(out), "--repo", str(repo)]) == 0
+    assert "already present and identical" in capsys.readouterr().out
+    # a different golden or profile is not overwritten without --force
+    doc = json.loads((run / "goldens" / "h200_torch.json").read_text())
+    doc["seconds"] = 9.9
+    hw.write_json(str(run / "goldens" / "h200_torch.json"), doc)
+    out2 = _pack(run, tmp_path / "out2")
+    with pytest.raises(SystemExit, match="exists with other contents"):
+        ingest_h200.main([str(out2), "--repo", str(repo)])
+    assert ingest_h200.main([str(out2), "--repo", str(repo), "--force"]) == 0
+    assert json.loads((repo / "test" / "data" / "hw_goldens" / "h200_torch.json").read_text())["seconds"] == 9.9
+    # a hand-edited profile is not replaced without --force either
+    prof = repo / "tables" / "profiles.json"
+    prof.write_text(prof.read_text().replace("on an H200 (132 SMs", "on an H200 (edited, 132 SMs"))
+    with pytest.raises(SystemExit, match="profile 'h200' exists"):
+        ingest_h200.main([str(out2), "--repo", str(repo)])
+    assert ingest_h200.main([str(out2), "--repo", str(repo), "--force"]) == 0
+    assert "edited" not in prof.read_text()
+
+
+def test_ingest_h200_refuses_bad_runs(tmp_path):
+    repo = _scratch_repo(tmp_path / "repo")
+    # missing provenance: no profile is made up
+    run = _synthetic_run(tmp_path / "w")
+    tpath = run / "tables" / "heur_h200_lt12.9.1.4_te.json"
+    doc = json.loads(tpath.read_text())
+    del doc["provenance"]["sm_count"]
+    record_heuristics.write_table(str(tpath), doc)
+    with pytest.raises(SystemExit, match="'sm_count' is missing"):
+        ingest_h200.main([str(_pack(run, tmp_path / "o1")), "--repo", str(repo)])
+    assert not (repo / "test" / "data" / "hw_goldens").exists()
+    # a tar member outside the target
+    run = _synthetic_run(tmp_path / "w2")
+    with pytest.raises(SystemExit, match="outside"):
+        ingest_h200.main([str(_pack(run, tmp_path / "o2", [("../evil.json", b"{}")])), "--repo", str(repo)])
+    assert not (tmp_path / "evil.json").exists()
+    # a ws0 table that splits contradicts the never-split rule
+    run = _synthetic_run(tmp_path / "w3")
+    tpath = run / "tables" / "heur_h200_lt12.9.1.4_ws0.json"
+    doc = json.loads(tpath.read_text())
+    doc["rows"][0].update(splits=2, scheme="contiguous")
+    record_heuristics.write_table(str(tpath), doc)
+    with pytest.raises(SystemExit, match="never-split rule"):
+        ingest_h200.main([str(_pack(run, tmp_path / "o3")), "--repo", str(repo)])
+    # dry-run data never lands in this repository
+    run = _synthetic_run(tmp_path / "w4")
+    gpath = run / "goldens" / "h200_torch.json"
+    doc = json.loads(gpath.read_text())
+    doc["platform"]["dry_run"] = True
+    hw.write_json(str(gpath), doc)
+    with pytest.raises(SystemExit, match="dry-run"):
+        ingest_h200.main([str(_pack(run, tmp_path / "o4")), "--allow-dry-run"])
+
+
+def test_profiles_layout_round_trips():
+    """The ingest rewrites tables/profiles.json in its own layout: no diff beyond new profiles."""
+    text = open(os.path.join(ROOT, "tables", "profiles.json")).read()
+    assert ingest_h200.profiles_text(json.loads(text)) == text
+
+
+@SLOW
+def test_h200_rehearsal_ingests_and_replays(rehearsal, tmp_path, monkeypatch):
+    """The rehearsal's own files go through the ingest; its goldens (the CPU model) replay exactly."""
+    src, r = rehearsal
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    repo = _scratch_repo(tmp_path / "repo")
+    out = src / "out"
+    with pytest.raises(SystemExit, match="dry-run"):            # never into this repository
+        ingest_h200.main([str(out), "--allow-dry-run", "--dry-run"])
+    with pytest.raises(SystemExit, match="'gpu' is missing"):   # a dry run records no GPU facts
+        ingest_h200.main([str(out), "--repo", str(repo), "--allow-dry-run"])
+    # complete the tables' provenance as a GPU run records it (stand-in H200 facts), repack
+    for t in (src / "w" / "tables").glob("*.json"):
+        doc = json.loads(t.read_text())
+        doc["provenance"].update(gpu="NVIDIA H200", sm_count=132)
+        record_heuristics.write_table(str(t), doc)
+    out = _pack(src / "w", tmp_path / "out")
+    assert ingest_h200.main([str(out), "--repo", str(repo), "--allow-dry-run"]) == 0
+    goldens = sorted(p.name for p in (repo / "test" / "data" / "hw_goldens").glob("*.json"))
+    assert goldens == ["h200_torch.json", "h200_ws0.json", "h200_ws32m.json"]
+    assert len(list((repo / "tables" / "splitk").glob("heur_dryrun_*.json"))) == 3
+    assert "| P0 |" in (out / "probe_table.md").read_text()
+    _use_tables(monkeypatch, repo / "tables")
+    import mmaemu
+    import mmaemu.splitk as splitk
+    for name in ("h200", "h200-te", "h200-ws0"):
+        p = mmaemu.get_profile(name)
+        assert p.sm_count == 132 and p.preset == "hopper"
+        if p.splitk_table:
+            t = json.loads((repo / "tables" / "splitk" / f"{p.splitk_table}.json").read_text())
+            for row in t["rows"][:6]:
+                d, _ = splitk.decide(p, row["M"], row["N"], row["K"], row["fmt_a"], row["fmt_b"],
+                                     row["out_dtype"], row["fast_accum"])
+                assert (d.S, d.source) == (row["splits"], "table"), (name, row)
+    replayed = 0
+    for path, doc in hw.load_golden_files(str(repo / "test" / "data" / "hw_goldens")):
+        for case in doc["cases"]:
+            if case.get("replay", "required") != "required":
+                continue
+            expected, actual = hw.replay_case(case, device="cpu")
+            assert_bitwise_equal(actual, expected, msg=f"{path}: {case['id']}")
+            replayed += 1
+    assert replayed >= 25
