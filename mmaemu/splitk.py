@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass
 from typing import Optional
 
-from .errors import SplitKUnknownError
+from .errors import ReferenceRejectsError, SplitKUnknownError
 from .profiles import Profile, tables_dir
 
 DTYPE_NAMES = {"torch.float32": "f32", "torch.bfloat16": "bf16", "torch.float16": "f16",
@@ -160,6 +160,12 @@ def decide(profile: Profile, M, N, K, fmt_a, fmt_b, out_dtype, fast, splitk="aut
     table = get_table(profile.splitk_table) if profile.splitk_table else None
     if table is not None:
         row = table.row(M, N, K, fmt_a, fmt_b, out_dtype, fast)
+        if row is not None and row.get("splits") is None:
+            # cuBLASLt offered no algorithm for this shape on the reference platform
+            raise ReferenceRejectsError(
+                f"the reference platform of profile {profile.name!r} cannot run M={M}, N={N}, "
+                f"K={K} ({fmt_a} x {fmt_b} -> {out_dtype}): table {table.table_id} records "
+                f"{row.get('note') or 'no algorithm offered'}")
         if row is not None:
             S = int(row["splits"])
             scheme = row.get("scheme", "none") if S > 1 else "none"

@@ -83,8 +83,13 @@ def grid(quick):
     return coarse + fine
 
 
+# Row keys use mmaemu's dtype names (mmaemu/splitk.py looks rows up by them); --outs takes torch's.
+OUT_NAMES = {"bfloat16": "bf16", "float32": "f32", "float16": "f16"}
+
+
 def row_of(M, N, K, fa, fb, out, fast, h):
-    r = {"M": M, "N": N, "K": K, "fmt_a": fa, "fmt_b": fb, "out_dtype": out, "fast_accum": fast}
+    r = {"M": M, "N": N, "K": K, "fmt_a": fa, "fmt_b": fb, "out_dtype": OUT_NAMES.get(out, out),
+         "fast_accum": fast}
     if h is None or "error" in (h or {}):
         r.update({"splits": None, "scheme": None, "algo": None, "tile": None, "custom_option": None,
                   "note": "no algorithm offered (torch raises CUBLAS_STATUS_NOT_SUPPORTED)" if h is None

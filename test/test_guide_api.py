@@ -231,6 +231,24 @@ def test_table_row_with_split(synthetic_table):
     mmaemu.testing.assert_bitwise_equal(y, ref)
 
 
+def test_table_row_without_an_algorithm_is_a_reference_rejection():
+    """A recorded shape for which cuBLASLt offered no algorithm (splits null, as
+    scripts/record_heuristics.py writes it): the reference platform fails the call too."""
+    saved = dict(splitk_mod._TABLES)
+    splitk_mod.register_table({
+        "table_id": "heur_h100pcie_lt12.8.3.14", "provenance": {"gpu": "test", "source": "synthetic"},
+        "rows": [{"M": 16, "N": 16, "K": 64, "fmt_a": "e4m3", "fmt_b": "e4m3", "out_dtype": "f32",
+                  "fast_accum": True, "splits": None, "scheme": None,
+                  "note": "no algorithm offered (torch raises CUBLAS_STATUS_NOT_SUPPORTED)"}]})
+    try:
+        x, w = operands(16, 16, 64)
+        with pytest.raises(mmaemu.ReferenceRejectsError, match="CUBLAS_STATUS_NOT_SUPPORTED"):
+            mmaemu.scaled_mm(x, w.t(), ONE, ONE, out_dtype=torch.float32, use_fast_accum=True)
+    finally:
+        splitk_mod._TABLES.clear()
+        splitk_mod._TABLES.update(saved)
+
+
 def test_envelope_infers_S1_above_the_bound(synthetic_table):
     x, w = operands(48, 32, 4096)  # M*N = 1536 > 1024
     with warnings.catch_warnings():
