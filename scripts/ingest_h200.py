@@ -27,8 +27,8 @@ import tempfile
 HERE_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # caller recorded by record_heuristics.py -> (new profile, the hopper profile it mirrors)
 CALLERS = {"torch": ("h200", "hopper"), "te": ("h200-te", "hopper-te"), "ws0": ("h200-ws0", "hopper-ws0")}
-# the loader (mmaemu/splitk.py) keys rows by mmaemu's dtype names; record_heuristics.py writes
-# torch's (the names its cuBLASLt query takes), so rows are renamed on the way in
+# the loader (mmaemu/splitk.py) keys rows by mmaemu's dtype names; tables from older
+# record_heuristics.py versions have torch's names, so rows are renamed on the way in
 OUT_DTYPE_NAMES = {"float32": "f32", "bfloat16": "bf16", "float16": "f16"}
 
 
