@@ -227,48 +227,7 @@ typedef struct {
     fenv_t fenv;         /* the caller's: the fp32 adds of every thread round as the reference's */
 } mm_cpu_job;
 
-/* The reduced accumulators of one tile (mm_dot over the splits) into acc. */
-static void tile_dot(const mm_cpu_job* job, const int32_t* a, const int32_t* panel, float* acc,
-                     float* part, float* stack) {
-    const mm_gemm* g = job->g;
-    const int n = job->kern->mr * job->kern->w;
-    const int64_t as = 2 * g->K;
-    if (g->splits <= 1) {
-        job->tile(&job->plan, a, as, panel, 0, g->K, acc, 0);
-        return;
-    }
-    const int64_t chunk = mm_split_chunk(g->K, g->splits);
-    int level[32], top = 0;
-    for (int32_t s = 0; s < g->splits; s++) {
-        const int64_t k0 = s * chunk < g->K ? s * chunk : g->K;
-        const int64_t k1 = k0 + chunk < g->K ? k0 + chunk : g->K;
-        if (k1 > k0) job->tile(&job->plan, a, as, panel, k0, k1, part, 0);
-        else for (int i = 0; i < n; i++) part[i] = 0.0f;
-        if (g->scheme != MM_SCHEME_PAIRWISE) {
-            /* contiguous / serial: r = p0, then r = fp32(r + p_s). */
-            for (int i = 0; i < n; i++) acc[i] = s == 0 ? part[i] : acc[i] + part[i];
-            continue;
-        }
-        /* pairwise, as mm_dot: a stack of partial sums, one slot of n lanes per level. */
-        int lv = 0;
-        while (top > 0 && level[top - 1] == lv) {
-            const float* below = stack + (int64_t)(--top) * n;
-            for (int i = 0; i < n; i++) part[i] = below[i] + part[i];
-            lv++;
-        }
-        memcpy(stack + (int64_t)top * n, part, sizeof(float) * (size_t)n);
-        level[top++] = lv;
-    }
-    if (g->scheme == MM_SCHEME_PAIRWISE) {
-        memcpy(acc, stack + (int64_t)(--top) * n, sizeof(float) * (size_t)n);
-        while (top > 0) {
-            const float* below = stack + (int64_t)(--top) * n;
-            for (int i = 0; i < n; i++) acc[i] = below[i] + acc[i];
-        }
-    }
-}
-
-/* ---- long K: segments ------------------------------------------------------------------ */
+/* ---- split reduction ------------------------------------------------------------------- */
 
 /* Split s's finished accumulator part (n floats, overwritten) into the reduction red:
  * contiguous / serial r = p0, then r = fp32(r + p_s); pairwise as mm_pairwise_push, with the
@@ -303,6 +262,30 @@ static void reduce_result(int32_t scheme, int32_t splits, const float* red, floa
         for (int i = 0; i < n; i++) acc[i] = below[i] + acc[i];
     }
 }
+
+/* The reduced accumulators of one tile (mm_dot over the splits) into acc; red: 31 slots of n
+ * floats for the split reduction. */
+static void tile_dot(const mm_cpu_job* job, const int32_t* a, const int32_t* panel, float* acc,
+                     float* part, float* red) {
+    const mm_gemm* g = job->g;
+    const int n = job->kern->mr * job->kern->w;
+    const int64_t as = 2 * g->K;
+    if (g->splits <= 1) {
+        job->tile(&job->plan, a, as, panel, 0, g->K, acc, 0);
+        return;
+    }
+    const int64_t chunk = mm_split_chunk(g->K, g->splits);
+    for (int32_t s = 0; s < g->splits; s++) {
+        const int64_t k0 = s * chunk < g->K ? s * chunk : g->K;
+        const int64_t k1 = k0 + chunk < g->K ? k0 + chunk : g->K;
+        if (k1 > k0) job->tile(&job->plan, a, as, panel, k0, k1, part, 0);
+        else for (int i = 0; i < n; i++) part[i] = 0.0f;
+        reduce_push(g->scheme, s, part, red, n);
+    }
+    reduce_result(g->scheme, g->splits, red, acc, n);
+}
+
+/* ---- long K: segments ------------------------------------------------------------------ */
 
 /* The end of the segment that starts at ks: at most kc further (kc a multiple of unit), and
  * inside a split only where the split's own k (from its origin) is a multiple of unit, so the
@@ -383,7 +366,7 @@ static void* worker(void* arg) {
         free(scratch);
         return NULL;
     }
-    float *acc = scratch, *part = scratch + n, *stack = scratch + 2 * n;
+    float *acc = scratch, *part = scratch + n, *red = scratch + 2 * n;
     const int64_t items = job->panels * job->chunks;
     int64_t have_panel = -1;
     for (;;) {
@@ -402,7 +385,7 @@ static void* worker(void* arg) {
                 tile_segment(job, rt, p, panel, acc);
                 continue;
             }
-            tile_dot(job, job->a + rt * 2 * g->K, panel, acc, part, stack);
+            tile_dot(job, job->a + rt * 2 * g->K, panel, acc, part, red);
             store_tile(job, rt, j0, acc, col_special);
         }
     }
