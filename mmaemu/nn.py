@@ -11,8 +11,10 @@ import torch
 
 from .emulate import encode_splitk  # (importing emulate defines torch.ops.mmaemu.profile_scaled_mm)
 from .errors import UnsupportedFeatureError
+from .te_state import read_te_extra_state  # noqa: F401  (re-exported: TE's _extra_state reader)
 
-__all__ = ["EmulatedFP8Linear", "swap_fp8_linears", "quantize_e4m3", "is_te_linear", "te_scales"]
+__all__ = ["EmulatedFP8Linear", "swap_fp8_linears", "quantize_e4m3", "is_te_linear", "te_scales",
+           "read_te_extra_state"]
 
 
 
@@ -174,6 +176,11 @@ def _linear_bias(module):
     return None
 
 
+def _has_2d_weight(module):
+    w = getattr(module, "weight", None)
+    return isinstance(w, torch.Tensor) and w.dim() == 2 and isinstance(module, torch.nn.Module)
+
+
 def is_te_linear(module):
     """True for Transformer Engine's Linear (transformer_engine.pytorch.Linear) and its
     subclasses, recognised by name so that TE need not be importable."""
@@ -198,8 +205,8 @@ def swap_fp8_linears(model, scales=None, profile="hopper-te", *, exclude=(), bia
                      splitk="auto"):
     """Replaces the FP8 linear layers of `model` in place with EmulatedFP8Linear.
 
-    scales:  {qualified module name: (scale_x, scale_w)}. Every nn.Linear named here is
-             replaced. Every Transformer Engine Linear is replaced too, with its scales from
+    scales:  {qualified module name: (scale_x, scale_w)}. Every module named here that has a
+             2-D `weight` [out, in] (an nn.Linear, vortex's TE-less TELinear, ...) is replaced. Every Transformer Engine Linear is replaced too, with its scales from
              here or, if absent, from its delayed-scaling state (te_scales); a TE Linear with
              neither raises ValueError.
     exclude: names of TE Linear layers to leave alone (e.g. ones that never run in FP8).
@@ -227,13 +234,13 @@ def swap_fp8_linears(model, scales=None, profile="hopper-te", *, exclude=(), bia
                 raise ValueError(f"TE Linear '{name}' has no delayed-scaling state (it has not "
                                  f"run under fp8_autocast); pass scales['{name}'] or exclude it")
             plan.append((name, module, pair))
-        elif isinstance(module, torch.nn.Linear) and name in scales:
+        elif name in scales and _has_2d_weight(module):
             plan.append((name, module, scales[name]))
     found = {name for name, _, _ in plan}
     missing = sorted(set(scales) - found)
     if missing:
-        raise KeyError(f"no linear layer named {missing} in the model (excluded names count "
-                       f"as missing)")
+        raise KeyError(f"no linear layer (a module with a 2-D weight) named {missing} in the "
+                       f"model (excluded names count as missing)")
     for name, module, (scale_x, scale_w) in plan:
         if name == "":
             raise ValueError("the model itself is a linear layer: use "
