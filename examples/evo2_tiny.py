@@ -102,8 +102,12 @@ def main():
     for i, (mode, ctx) in enumerate(passes, 1):
         first = projections[0][1]
         before = first.state.scale.tolist()
-        with ctx():
-            logits, _ = model(ids)
+        try:
+            with ctx():
+                logits, _ = model(ids)
+        except mmaemu.SplitKUnknownError as e:
+            print(f"splitk={splitk!r}: {e}")
+            return 2
         print(f"pass {i} ({mode}): logits {tuple(logits.shape)} sha256 {sha(logits)}; "
               f"{projections[0][0]} scales before (x, w) = ({before[0]:.6g}, {before[1]:.6g})")
 

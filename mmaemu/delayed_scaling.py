@@ -21,7 +21,6 @@ and updates them from a history of amax values. What this models, read in TE 2.3
 """
 import torch
 
-from .errors import UnsupportedFeatureError
 from .nn import EmulatedFP8Linear, quantize_e4m3
 
 __all__ = ["DelayedScalingState", "DelayedScalingFP8Linear"]
@@ -123,11 +122,8 @@ class DelayedScalingFP8Linear(torch.nn.Module):
         return self.gemm.explain(x)
 
     def forward(self, x):
-        if torch.is_grad_enabled() and x.requires_grad:
-            raise UnsupportedFeatureError(
-                "mmaemu: DelayedScalingFP8Linear is inference only; the input requires grad")
         self._load_scales()
-        y = self.gemm(x)
+        y = self.gemm(x)              # (raises for an input that requires grad: inference only)
         self.state.record(0, amax_of(x))
         self.state.record(1, amax_of(self.weight))
         if torch.is_grad_enabled():

@@ -118,3 +118,25 @@ def test_swap_fp8_linears_on_vortex_te_less_telinear():
     assert logits.shape == (1, 16, 512)
     with pytest.raises(KeyError, match="blocks.0.filter"):
         swap_fp8_linears(model, {"blocks.0.filter": (1.0, 1.0)})   # no 2-D weight
+
+
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_cpu_rotary_matches_vortex_torch_reference(interleaved):
+    from mmaemu.integrations import vortex as mv
+    mv.install_cpu_shims()
+    from vortex.model.rotary import apply_rotary_emb_torch
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(2, 7, 3, 16, generator=g)
+    cos, sin = torch.randn(9, 6, generator=g), torch.randn(9, 6, generator=g)  # rotary dim 12
+    assert_bitwise_equal(mv.apply_rotary(x, cos, sin, interleaved=interleaved),
+                         apply_rotary_emb_torch(x, cos[:7], sin[:7], interleaved))
+    off = torch.tensor([0, 2])
+    got = mv.apply_rotary(x, cos, sin, seqlen_offsets=off, interleaved=interleaved,
+                          conjugate=True)
+    for b in range(2):
+        assert_bitwise_equal(got[b:b + 1], apply_rotary_emb_torch(
+            x[b:b + 1], cos[off[b]:off[b] + 7], -sin[off[b]:off[b] + 7], interleaved))
+    y = x.clone()
+    assert mv.apply_rotary(y, cos, sin, inplace=True) is y
+    with pytest.raises(NotImplementedError):
+        mv.apply_rotary(x, cos, sin, cu_seqlens=torch.tensor([0, 7]), max_seqlen=7)

@@ -43,8 +43,10 @@ VORTEX_RECIPE = {"length": 16, "algo": "max", "margin": 0}   # vortex/model/laye
 
 def apply_rotary(x, cos, sin, seqlen_offsets=0, cu_seqlens=None, max_seqlen=None,
                  interleaved=False, inplace=False, conjugate=False):
-    """vortex.ops.embedding.rotary.apply_rotary in torch (its triton kernel computes in fp32
-    and rounds once to x's dtype; so does this). x: [batch, seqlen, heads, headdim]."""
+    """vortex.ops.embedding.rotary.apply_rotary in torch: x0 * cos - x1 * sin and
+    x0 * sin + x1 * cos in fp32, rounded once to x's dtype, as its triton kernel is written
+    (triton may fuse those into FMAs on a GPU, so the bits can differ from a GPU's; rotary is
+    not part of what mmaemu makes exact). x: [batch, seqlen, heads, headdim]."""
     if cu_seqlens is not None:
         raise NotImplementedError("mmaemu's CPU rotary has no variable-length (cu_seqlens) path")
     seqlen = x.shape[1]
