@@ -140,3 +140,28 @@ def test_cpu_rotary_matches_vortex_torch_reference(interleaved):
     assert mv.apply_rotary(y, cos, sin, inplace=True) is y
     with pytest.raises(NotImplementedError):
         mv.apply_rotary(x, cos, sin, cu_seqlens=torch.tensor([0, 7]), max_seqlen=7)
+
+
+def test_checkpoint_weights_and_fp8_states_are_loaded():
+    from test_te_state import as_te2_tensor, te_state
+    from mmaemu.integrations import vortex as mv
+    torch.manual_seed(5)
+    source = mv.striped_hyena(tiny_config(), splitk=1)
+    ckpt = {k: v for k, v in source.state_dict().items() if ".projections." not in k}
+    g = torch.Generator().manual_seed(6)
+    w = (torch.randn(192, 64, generator=g) / 8).to(torch.bfloat16)
+    for i in (0, 1, 2, 4):
+        ckpt[f"blocks.{i}.projections.weight"] = w
+    ckpt["blocks.2.projections._extra_state"] = as_te2_tensor(te_state())
+    torch.manual_seed(7)
+    model = mv.striped_hyena(tiny_config(), state_dict=ckpt, splitk=1)
+    proj = model.blocks[2].projections
+    assert torch.equal(proj.weight, w)
+    assert proj.state.scale.tolist() == [112.0, 1792.0]
+    x = (torch.randn(16, 64, generator=g) / 4).to(torch.bfloat16)
+    sx, sw = torch.tensor(112.0), torch.tensor(1792.0)
+    with torch.inference_mode():
+        assert_bitwise_equal(proj(x), mmaemu.scaled_mm(
+            quantize_e4m3(x, sx), quantize_e4m3(w, sw).t(), 1 / sx, 1 / sw,
+            out_dtype=torch.bfloat16, use_fast_accum=True, profile="hopper-te", splitk=1))
+    assert model.blocks[0].projections.state.scale.tolist() == [1.0, 1.0]

@@ -196,10 +196,16 @@ def emulate_fp8_projections(model, profile="hopper-te", states=None, *, splitk="
     return names
 
 
-def striped_hyena(config, profile="hopper-te", states=None, *, splitk="auto", backend=None):
+def striped_hyena(config, profile="hopper-te", states=None, *, state_dict=None, splitk="auto",
+                  backend=None):
     """A vortex StripedHyena for `config` (a dict or dotdict, e.g. evo2_config()) on the CPU,
-    its FP8 input projections emulated under `profile` (see emulate_fp8_projections). The
-    config must not ask for CUDA-only kernels (use_flash_attn, use_flashfft, hc*_kernel)."""
+    its FP8 input projections emulated under `profile` (see emulate_fp8_projections).
+
+    state_dict: a checkpoint (e.g. torch.load of an Evo 2 .pt): loaded as vortex's
+    load_checkpoint loads it, before the projections are replaced, and, unless `states` is
+    given, the projections' FP8 states come from its `_extra_state` entries
+    (states_from_checkpoint). Without it the weights are vortex's random initial ones.
+    The config must not ask for CUDA-only kernels (use_flash_attn, use_flashfft, hc*_kernel)."""
     install_cpu_shims()
     from vortex.model.model import StripedHyena
     from vortex.model.utils import dotdict
@@ -210,8 +216,12 @@ def striped_hyena(config, profile="hopper-te", states=None, *, splitk="auto", ba
             raise ValueError(f"config sets {flag}, a CUDA-only kernel: set it False on the CPU")
     cfg["use_fp8_input_projections"] = False    # vortex refuses FP8 without TE; re-enabled below
     model = StripedHyena(cfg)
-    # vortex's load_checkpoint leaves the model in these dtypes (bf16 but for poles, residues).
+    # As vortex's load_checkpoint: bf16 but for poles and residues, around the load.
     model.to_bfloat16_except_pr_lc(to_float32=True)
+    if state_dict is not None:
+        if states is None:
+            states = states_from_checkpoint(state_dict)
+        model.custom_load_state_dict(state_dict)   # drops _extra_state without TE
     model.to_bfloat16_except_pr_lc()
     model.eval()
     emulate_fp8_projections(model, profile, states, splitk=splitk, backend=backend)
