@@ -30,6 +30,7 @@ import types
 import torch
 
 from ..delayed_scaling import DelayedScalingFP8Linear, DelayedScalingState
+from ..errors import UnsupportedFeatureError
 from ..te_state import read_te_extra_state
 
 __all__ = ["install_cpu_shims", "striped_hyena", "emulate_fp8_projections",
@@ -179,7 +180,6 @@ def emulate_fp8_projections(model, profile="hopper-te", states=None, *, splitk="
             raise ValueError(f"'{name}' is already emulated")
         bias = getattr(old, "bias", None)
         if isinstance(bias, torch.Tensor) and bias.numel() > 0:
-            from ..errors import UnsupportedFeatureError
             raise UnsupportedFeatureError(
                 f"'{name}' has a bias (config qkv_proj_bias): TE adds it in the GEMM epilogue, "
                 f"which this emulation does not model")
@@ -191,7 +191,7 @@ def emulate_fp8_projections(model, profile="hopper-te", states=None, *, splitk="
         setattr(model.get_submodule(parent) if parent else model, attr, new)
     model.config["use_fp8_input_projections"] = True     # vortex pads M to 16 on this path
     for m in model.modules():
-        if getattr(m, "config", None) is not None and m.config is not model.config:
+        if isinstance(getattr(m, "config", None), dict) and m.config is not model.config:
             m.config["use_fp8_input_projections"] = True
     return names
 
