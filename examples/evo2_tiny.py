@@ -12,9 +12,11 @@ FP8 layer whose GEMM is mmaemu's `hopper-te` profile.
 It runs three forward passes and prints:
 - a hash of the logits of each pass (the rest of the model runs natively: these hashes are
   this machine's, not a reference GPU's);
-- each projection's scales before each pass: under inference_mode they stay fixed, as in TE
-  (Evo 2 runs under no_grad); with grad mode on they follow TE's delayed-scaling update, so the
-  scales of pass n depend on passes 1 .. n-1;
+- the first and last projection's scales before each pass: under inference_mode they stay
+  fixed, as in TE (Evo 2 runs under no_grad); with grad mode on they follow TE's delayed-scaling
+  update, so the scales of a call depend on the calls before it (in pass 3 the first
+  projection's update also updates the others, which ran under no_grad in passes 1 and 2,
+  before they run: TE keeps one amax buffer for all of them);
 - the split-K decision of each projection GEMM (M padded to 16 by vortex);
 - that every emulated projection equals a direct mmaemu.scaled_mm call on the same E4M3
   operands, bit for bit.
@@ -100,8 +102,7 @@ def main():
     passes = [("inference_mode", torch.inference_mode), ("inference_mode", torch.inference_mode),
               ("grad mode on", torch.enable_grad), ("grad mode on", torch.enable_grad)]
     for i, (mode, ctx) in enumerate(passes, 1):
-        first = projections[0][1]
-        before = first.state.scale.tolist()
+        before = [m.state.scale.tolist() for _, m in (projections[0], projections[-1])]
         try:
             with ctx():
                 logits, _ = model(ids)
@@ -109,7 +110,9 @@ def main():
             print(f"splitk={splitk!r}: {e}")
             return 2
         print(f"pass {i} ({mode}): logits {tuple(logits.shape)} sha256 {sha(logits)}; "
-              f"{projections[0][0]} scales before (x, w) = ({before[0]:.6g}, {before[1]:.6g})")
+              f"scales (x, w) before it: " + ", ".join(
+                  f"{name} ({sx:.6g}, {sw:.6g})"
+                  for (name, _), (sx, sw) in zip((projections[0], projections[-1]), before)))
 
     print("\nsplit-K decisions of the projection GEMMs (mmaemu.explain, M padded to 16):")
     x = torch.zeros(1, 16, TINY["hidden_size"], dtype=torch.bfloat16)

@@ -14,8 +14,14 @@ and updates them from a history of amax values. What this models, read in TE 2.3
   amax = max over the rolled rows and the dropped row 1 ("max") or last ("most_recent");
   scale = (fp8_max * 2^-margin) / amax if amax is finite and > 0, else the old scale; an
   infinite result becomes FLT_MAX. vortex wraps each projection call in its own fp8_autocast,
-  so the update follows every call made with grad mode on; under torch.no_grad() /
+  so the update follows every call made with grad mode on. The update covers every module in
+  TE's global amax buffer for that recipe (key str(recipe): all of vortex's projections), each
+  module joining at its first forward call; one whose row 0 is 0 is left as it is, but one
+  that ran under no_grad since its last update is updated at another module's exit. `group`
+  models that buffer (emulate_fp8_projections shares one per model). Under torch.no_grad() /
   inference_mode() (Evo 2's forward, scoring and generation) the scales never change.
+- initial state (fp8.py DelayedScalingRecipeState): scales 1, a zero history; Float8Quantizer i
+  takes scale[i] and amax_history[0][i].
 - a history of another length (a checkpoint's) is cut to its first rows or padded with zero
   rows (module/base.py adjust_amax_history_length).
 """
@@ -93,12 +99,16 @@ class DelayedScalingState:
 class DelayedScalingFP8Linear(torch.nn.Module):
     """A TE Linear under DelayedScaling, inference only: each call quantises with the current
     scales and computes the GEMM as EmulatedFP8Linear does (profile, splitk, out_dtype,
-    use_fast_accum as there); calls made with grad mode on then update the scales as TE does."""
+    use_fast_accum as there); calls made with grad mode on then update the scales of every
+    state in `group` (a list shared by the layers whose TE modules share a recipe; default:
+    this layer alone) as TE does."""
 
-    def __init__(self, weight, state=None, profile="hopper-te", *, bias=None,
+    def __init__(self, weight, state=None, profile="hopper-te", *, group=None, bias=None,
                  out_dtype=torch.bfloat16, use_fast_accum=True, backend=None, splitk="auto"):
         super().__init__()
         self.state = state if state is not None else DelayedScalingState()
+        # TE's global amax buffer: the states updated together when an FP8 region exits.
+        self.group = group if group is not None else []
         self.register_buffer("weight", weight.detach().clone())
         self.gemm = EmulatedFP8Linear(self.weight, self.state.scale[0], self.state.scale[1],
                                       profile, bias=bias, out_dtype=out_dtype,
@@ -124,8 +134,11 @@ class DelayedScalingFP8Linear(torch.nn.Module):
     def forward(self, x):
         self._load_scales()
         y = self.gemm(x)              # (raises for an input that requires grad: inference only)
+        if not any(st is self.state for st in self.group):
+            self.group.append(self.state)          # joins the buffer at its first call
         self.state.record(0, amax_of(x))
         self.state.record(1, amax_of(self.weight))
         if torch.is_grad_enabled():
-            self.state.update()
+            for st in self.group:
+                st.update()
         return y

@@ -113,3 +113,35 @@ def test_checkpoint_history_length_is_adjusted_and_bad_states_refused():
     layer = DelayedScalingFP8Linear(torch.ones(16, 16), splitk=1)
     with pytest.raises(mmaemu.UnsupportedFeatureError):
         layer(torch.ones(2, 16, requires_grad=True))
+
+
+def test_shared_buffer_updates_every_member_at_each_exit():
+    """TE keeps one amax buffer per recipe: a grad-mode exit of one layer also updates a layer
+    that ran under no_grad since its last update, and a layer joins at its first call."""
+    g = torch.Generator().manual_seed(2)
+    ws = [(torch.randn(16, 32, generator=g) / 4).to(torch.bfloat16) for _ in range(3)]
+    group = []
+    layers = [DelayedScalingFP8Linear(w, DelayedScalingState(4), group=group, splitk=1)
+              for w in ws]
+    refs = [(ReferenceDelayedScaling(4), ReferenceDelayedScaling(4)) for _ in ws]
+    joined = []
+    xs = calls(12, 32, seed=3)
+    # (layer, grad mode): no_grad calls of 0 and 1, then grad-mode calls; layer 2 joins late.
+    schedule = [(0, False), (1, False), (0, True), (1, True), (0, False), (1, True),
+                (2, True), (0, True), (1, False), (2, True), (0, True), (1, True)]
+    for (i, grad), x in zip(schedule, xs):
+        rx, rw = refs[i]
+        if i not in joined:
+            joined.append(i)
+        sx, sw = rx.cast(x.float().numpy()), rw.cast(ws[i].float().numpy())
+        assert layers[i].state.scale.tolist() == [float(sx), float(sw)]
+        with torch.set_grad_enabled(grad):
+            layers[i](x)
+        if grad:
+            for j in joined:
+                refs[j][0].update()
+                refs[j][1].update()
+        for j in joined:
+            np.testing.assert_array_equal(layers[j].state.amax_history[:, 0].numpy(),
+                                          refs[j][0].hist)
+    assert [st is l.state for st, l in zip(group, layers)] == [True, True, True]

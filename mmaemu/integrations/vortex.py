@@ -174,6 +174,7 @@ def emulate_fp8_projections(model, profile="hopper-te", states=None, *, splitk="
         raise KeyError(f"no FP8 projection named {unknown} in the model")
     for p in model.parameters():
         p.requires_grad_(False)
+    group = []      # TE's amax buffer: vortex's projections share one recipe, hence one buffer
     for name in names:
         old = model.get_submodule(name)
         if isinstance(old, DelayedScalingFP8Linear):
@@ -184,9 +185,9 @@ def emulate_fp8_projections(model, profile="hopper-te", states=None, *, splitk="
                 f"'{name}' has a bias (config qkv_proj_bias): TE adds it in the GEMM epilogue, "
                 f"which this emulation does not model")
         state = states.get(name) or DelayedScalingState(**VORTEX_RECIPE)
-        new = DelayedScalingFP8Linear(old.weight, state, profile, out_dtype=out_dtype,
-                                      use_fast_accum=use_fast_accum, backend=backend,
-                                      splitk=splitk)
+        new = DelayedScalingFP8Linear(old.weight, state, profile, group=group,
+                                      out_dtype=out_dtype, use_fast_accum=use_fast_accum,
+                                      backend=backend, splitk=splitk)
         parent, _, attr = name.rpartition(".")
         setattr(model.get_submodule(parent) if parent else model, attr, new)
     model.config["use_fp8_input_projections"] = True     # vortex pads M to 16 on this path
