@@ -216,7 +216,8 @@ def swap_fp8_linears(model, scales=None, profile="hopper-te", *, exclude=(), bia
              here or, if absent, from its delayed-scaling state (te_scales); a TE Linear with
              neither raises ValueError.
     exclude: names of TE Linear layers to leave alone (e.g. ones that never run in FP8).
-    bias, out_dtype, use_fast_accum, backend, splitk: as for EmulatedFP8Linear.from_linear.
+    bias, out_dtype, use_fast_accum, backend, splitk: as for EmulatedFP8Linear.from_linear
+             (bias: "raise", "fused" or "after").
 
     Returns the replaced names, in model order. A name in `scales` that is not a linear layer
     of the model raises KeyError, so a typo cannot leave a layer unemulated.
