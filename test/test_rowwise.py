@@ -326,3 +326,24 @@ def test_rowwise_scale_order_follows_the_instance():
         for backend in BACKENDS:
             y = mmaemu.scaled_mm(a, w.t(), sa, sb, out_dtype=torch.bfloat16, backend=backend)
             assert torch.isinf(y).all().item() is (not transposed), (N, backend)
+
+
+@pytest.mark.parametrize("fast", [False, True])
+@pytest.mark.parametrize("M,N,K", [(8, 256, 4112), (37, 48, 512), (5, 4096, 64)])
+def test_cpu_backend_equals_reference_on_larger_shapes(M, N, K, fast):
+    """The cpu backend's tiles, threads and streamed K segments store the same row-wise and
+    bias epilogues as the scalar reference (the instance rule picks both orders here)."""
+    g = torch.Generator().manual_seed(M * N + K)
+    a = (torch.randn(M, K, generator=g) * 8).clamp(-448, 448).to(torch.float8_e4m3fn)
+    w = (torch.randn(N, K, generator=g) * 8).clamp(-448, 448).to(torch.float8_e4m3fn)
+    sa = torch.rand(M, 1, generator=g) * 1e-3
+    sb = torch.rand(1, N, generator=g) * 1e-2
+    bias = (torch.randn(N, generator=g) * 4).to(torch.bfloat16)
+    for kwargs in (dict(scale_a=sa, scale_b=sb, bias=bias), dict(scale_a=sa, scale_b=sb),
+                   dict(scale_a=torch.tensor(1e-3), scale_b=torch.tensor(3e-2), bias=bias,
+                        splitk=1)):
+        got = mmaemu.scaled_mm(a, w.t(), out_dtype=torch.bfloat16, use_fast_accum=fast,
+                               backend="cpu", **kwargs)
+        want = mmaemu.scaled_mm(a, w.t(), out_dtype=torch.bfloat16, use_fast_accum=fast,
+                                backend="reference", **kwargs)
+        assert_bitwise_equal(got, want)
