@@ -421,6 +421,12 @@ def validate_scaled_mm(mat1, mat2, scale_a, scale_b, bias=None, scale_result=Non
         _check_alignment((("mat1", mat1), ("mat2", mat2)))
 
     # torch 2.7.1 would run everything below: mmaemu does not.
+    if bias is not None and scaling != "rowwise" and not empty and not bias.is_contiguous():
+        # torch hands cuBLASLt bias.data_ptr(), which reads N consecutive elements (inferred
+        # from Blas.cpp; not checked on a GPU): not the strided tensor's values.
+        raise UnsupportedFeatureError(
+            "a non-contiguous bias with tensor-wise scales: cuBLASLt would read N consecutive "
+            "elements from its data pointer; pass bias.contiguous()")
     if scaling == "blockwise":
         # On a Hopper GPU torch 2.7.1 most likely fails too (MX block scaling is a Blackwell
         # cuBLASLt feature; inferred), but that is not established.

@@ -271,6 +271,10 @@ def test_rowwise_refusals_use_torch_messages():
     with pytest.raises(ReferenceRejectsError, match=r"bias->stride\(0\) == 1"):
         mmaemu.scaled_mm(a, b, sa, sb, bias=torch.zeros(64, dtype=torch.bfloat16)[::2],
                          out_dtype=torch.bfloat16)
+    with pytest.raises(UnsupportedFeatureError, match="non-contiguous bias"):
+        mmaemu.scaled_mm(a, b, torch.tensor(1.0), torch.tensor(1.0),
+                         bias=torch.zeros(64, dtype=torch.bfloat16)[::2],
+                         out_dtype=torch.bfloat16, splitk=1)
     with pytest.raises(ReferenceRejectsError, match="Bias is not supported when out_dtype is"):
         mmaemu.scaled_mm(a, b, torch.tensor(1.0), torch.tensor(1.0),
                          bias=torch.zeros(32, dtype=torch.bfloat16), out_dtype=torch.float32)
