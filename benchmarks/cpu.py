@@ -40,10 +40,19 @@ def best_time(fn, repeat):
     return best
 
 
-def scaled_mm(x, w, preset, fast, backend):
+def scaled_mm(x, w, preset, fast, backend, rowwise=False, bias=False):
+    """bf16 output, scales 1: tensor-wise, or row-wise vectors (the not-transposed instance);
+    with bias=True a bf16 bias of ones in the epilogue."""
     one = torch.tensor(1.0)
-    return torch.ops.mmaemu.scaled_mm(x, w.t(), one, one, None, None, torch.bfloat16, fast, preset,
-                                      1, "none", backend, 0)
+    sa, sb = (torch.ones(x.shape[0], 1), torch.ones(1, w.shape[0])) if rowwise else (one, one)
+    b = torch.ones(w.shape[0], dtype=torch.bfloat16) if bias else None
+    return torch.ops.mmaemu.scaled_mm(x, w.t(), sa, sb, b, None, torch.bfloat16, fast, preset,
+                                      1, "none", backend, 3 if rowwise else 0)
+
+
+# Epilogue variants timed with --epilogues (hopper modes, cpu backend): (label, rowwise, bias).
+EPILOGUES = [("tensor-wise + bias", False, True), ("row-wise", True, False),
+             ("row-wise + bias", True, True)]
 
 
 def main():
@@ -54,6 +63,9 @@ def main():
     ap.add_argument("--ref-cols", type=int, default=64, help="reference sub-block columns")
     ap.add_argument("--extra", action="store_true", help="also ada fast and b200 fast (cpu only)")
     ap.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (cpu and matmul)")
+    ap.add_argument("--epilogues", action="store_true",
+                    help="also bias and row-wise epilogues (hopper modes, cpu only), with their "
+                         "time relative to the tensor-wise run")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -94,6 +106,13 @@ def main():
                 ref_cols = "- | -"
             print(f"| {M} x {N} x {K} | {label} | {gm_mm:.2f} | {gm_cpu:.3f} | "
                   f"1/{gm_mm / gm_cpu:.1f} | {ref_cols} |", flush=True)
+            if args.epilogues and preset == "hopper":
+                for variant, rowwise, bias in EPILOGUES:
+                    t_var = best_time(lambda: scaled_mm(x, w, preset, fast, "cpu", rowwise, bias),
+                                      args.repeat)
+                    print(f"| {M} x {N} x {K} | {label}, {variant} ({t_var / t_cpu:.3f} x the "
+                          f"tensor-wise time) | {gm_mm:.2f} | {macs / t_var / 1e9:.3f} | "
+                          f"1/{gm_mm * t_var / macs * 1e9:.1f} | - | - |", flush=True)
 
 
 if __name__ == "__main__":

@@ -57,7 +57,10 @@ int mmaemu_gemm_check(const mm_gemm* g) {
     if (g->fmt_a < MM_FMT_E4M3 || g->fmt_a > MM_FMT_E5M2) return MM_ERR_ARGUMENT;
     if (g->fmt_b < MM_FMT_E4M3 || g->fmt_b > MM_FMT_E5M2) return MM_ERR_ARGUMENT;
     if (g->out_kind < MM_OUT_F32 || g->out_kind > MM_OUT_ACC) return MM_ERR_ARGUMENT;
-    if (g->epilogue_order < MM_EPI_H1 || g->epilogue_order > MM_EPI_H3) return MM_ERR_ARGUMENT;
+    if (g->epilogue_order < MM_EPI_H1 || g->epilogue_order > MM_EPI_ROWWISE_T) return MM_ERR_ARGUMENT;
+    if (g->bias_kind < MM_BIAS_NONE || g->bias_kind > MM_BIAS_F16) return MM_ERR_ARGUMENT;
+    if (g->epilogue_order >= MM_EPI_ROWWISE && g->out_kind != MM_OUT_BF16 && g->out_kind != MM_OUT_ACC)
+        return MM_ERR_ARGUMENT;
     if (g->scheme < MM_SCHEME_NONE || g->scheme > MM_SCHEME_PAIRWISE) return MM_ERR_ARGUMENT;
     if (g->splits < 1 || g->splits > MM_MAX_SPLITS) return MM_ERR_ARGUMENT;
     if (g->preset.block < 1 || g->preset.block > 64 || g->preset.promote_blocks < 1) return MM_ERR_ARGUMENT;
@@ -65,6 +68,9 @@ int mmaemu_gemm_check(const mm_gemm* g) {
     if (g->preset.c_late != 0 && g->preset.c_late != 1) return MM_ERR_ARGUMENT;
     if (g->M > 0 && g->N > 0) {
         if (!g->out || g->ldo < 0) return MM_ERR_ARGUMENT;
+        if (g->epilogue_order >= MM_EPI_ROWWISE && (!g->scale_a_vec || !g->scale_b_vec))
+            return MM_ERR_ARGUMENT;
+        if (g->bias_kind != MM_BIAS_NONE && !g->bias) return MM_ERR_ARGUMENT;
         if (g->K > 0 && (!g->a || !g->b || g->lda < 0 || g->ldb < 0)) return MM_ERR_ARGUMENT;
         if (!index_fits(g->M, g->ldo, g->N, mm_out_size(g->out_kind))) return MM_ERR_ARGUMENT;
         if (g->K > 0 && (!index_fits(g->M, g->lda, g->K, 1) || !index_fits(g->N, g->ldb, g->K, 1)))

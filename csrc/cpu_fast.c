@@ -311,7 +311,7 @@ static void store_tile(const mm_cpu_job* job, int64_t rt, int64_t j0, const floa
         const int special_row = job->row_special[rt + r];
         for (int c = 0; c < w && j0 + c < g->N; c++) {
             const uint32_t bits = special_row || col_special[c] ? mm_gemm_element(g, i, j0 + c)
-                                                                : mm_epilogue(acc[r * w + c], g);
+                                                                : mm_epilogue_at(acc[r * w + c], g, i, j0 + c);
             mm_store(g, i, j0 + c, bits);
         }
     }

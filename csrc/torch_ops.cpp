@@ -180,28 +180,84 @@ mm_gemm make_plan(const at::Tensor& a, const at::Tensor& b, bool fast, const std
   return g;
 }
 
+// Row-wise scales and a bias on CUDA tensors: no CUDA kernel computes them yet, so the cpu
+// backend runs on host copies (with the host fallback's warning) and the result is copied back.
+at::Tensor scaled_mm(const at::Tensor& mat1, const at::Tensor& mat2, const at::Tensor& scale_a,
+                     const at::Tensor& scale_b, const std::optional<at::Tensor>& bias,
+                     const std::optional<at::Tensor>& scale_result,
+                     std::optional<at::ScalarType> out_dtype, bool use_fast_accum,
+                     std::string preset, int64_t splits, std::string scheme,
+                     std::string backend, int64_t epilogue);
+
+at::Tensor scaled_mm_on_host(const at::Tensor& mat1, const at::Tensor& mat2,
+                             const at::Tensor& scale_a, const at::Tensor& scale_b,
+                             const std::optional<at::Tensor>& bias,
+                             const std::optional<at::Tensor>& scale_result,
+                             std::optional<at::ScalarType> out_dtype, bool use_fast_accum,
+                             const std::string& preset, int64_t splits, const std::string& scheme,
+                             int64_t epilogue) {
+  TORCH_WARN_ONCE("mmaemu: no CUDA kernel computes row-wise scales or a bias; computing the "
+                  "reference model on the CPU instead");
+  std::optional<at::Tensor> bias_h, result_h;
+  if (bias.has_value()) bias_h = bias->cpu();
+  if (scale_result.has_value()) result_h = scale_result->cpu();
+  const at::Tensor out = scaled_mm(mat1.cpu(), mat2.cpu(), scale_a.cpu(), scale_b.cpu(), bias_h,
+                                   result_h, out_dtype, use_fast_accum, preset, splits, scheme,
+                                   "cpu", epilogue);
+  return out.to(mat1.device());
+}
+
+int bias_kind(const at::Tensor& bias, int64_t N) {
+  TORCH_CHECK(bias.dim() == 1 && bias.size(0) == N, "mmaemu: bias must be a vector of length ", N);
+  if (bias.scalar_type() == at::kBFloat16) return MM_BIAS_BF16;
+  if (bias.scalar_type() == at::kHalf) return MM_BIAS_F16;
+  TORCH_CHECK(false, "mmaemu: bias must be bfloat16 or float16, got ", bias.scalar_type());
+}
+
 at::Tensor scaled_mm(const at::Tensor& mat1, const at::Tensor& mat2, const at::Tensor& scale_a,
                      const at::Tensor& scale_b, const std::optional<at::Tensor>& bias,
                      const std::optional<at::Tensor>& scale_result,
                      std::optional<at::ScalarType> out_dtype, bool use_fast_accum,
                      std::string preset, int64_t splits, std::string scheme,
                      std::string backend, int64_t epilogue) {
-  TORCH_CHECK(!bias.has_value(), "mmaemu: bias is not supported");
   TORCH_CHECK(mat1.dim() == 2 && mat2.dim() == 2, "mmaemu: mat1 and mat2 must be matrices");
-  TORCH_CHECK(epilogue >= MM_EPI_H1 && epilogue <= MM_EPI_H3, "mmaemu: unknown epilogue order ",
-              epilogue);
+  TORCH_CHECK(epilogue >= MM_EPI_H1 && epilogue <= MM_EPI_ROWWISE_T,
+              "mmaemu: unknown epilogue order ", epilogue);
+  const bool rowwise = epilogue >= MM_EPI_ROWWISE;
+  const c10::Device device = mat1.device();
+  if (device.is_cuda() && (rowwise || bias.has_value()))
+    return scaled_mm_on_host(mat1, mat2, scale_a, scale_b, bias, scale_result, out_dtype,
+                             use_fast_accum, preset, splits, scheme, epilogue);
   const at::Tensor a = k_contiguous(mat1);
   const at::Tensor b = k_contiguous(mat2.t());
   mm_gemm g = make_plan(a, b, use_fast_accum, preset, splits, scheme);
   const at::ScalarType odt = out_dtype.value_or(mat1.scalar_type());
   g.out_kind = out_kind(odt);
   g.epilogue_order = static_cast<int32_t>(epilogue);
-  const c10::Device device = mat1.device();
   Scales s;
   s.a = &scale_a;
   s.b = &scale_b;
-  const float* sa = device_scale(scale_a, "scale_a", device, &g.scale_a);
-  const float* sb = device_scale(scale_b, "scale_b", device, &g.scale_b);
+  const float* sa = nullptr;
+  const float* sb = nullptr;
+  at::Tensor sa_vec, sb_vec, bias_c;
+  if (rowwise) {
+    TORCH_CHECK(odt == at::kBFloat16, "mmaemu: row-wise scales need a bfloat16 output");
+    TORCH_CHECK(scale_a.scalar_type() == at::kFloat && scale_a.numel() == g.M &&
+                    scale_b.scalar_type() == at::kFloat && scale_b.numel() == g.N,
+                "mmaemu: row-wise scales must be float32 with M and N elements");
+    sa_vec = scale_a.contiguous();
+    sb_vec = scale_b.contiguous();
+    g.scale_a_vec = sa_vec.data_ptr<float>();
+    g.scale_b_vec = sb_vec.data_ptr<float>();
+  } else {
+    sa = device_scale(scale_a, "scale_a", device, &g.scale_a);
+    sb = device_scale(scale_b, "scale_b", device, &g.scale_b);
+  }
+  if (bias.has_value()) {
+    g.bias_kind = bias_kind(*bias, g.N);
+    bias_c = bias->contiguous();
+    g.bias = bias_c.data_ptr();
+  }
   const float* sr = nullptr;
   if (scale_result.has_value()) {
     g.has_scale_result = 1;
@@ -210,7 +266,7 @@ at::Tensor scaled_mm(const at::Tensor& mat1, const at::Tensor& mat2, const at::T
   }
   at::Tensor out = at::empty({g.M, g.N}, mat1.options().dtype(odt));
   if (g.M == 0 || g.N == 0) return out;
-  if (g.K == 0) return out.zero_();
+  if (g.K == 0) return out.zero_();  // torch 2.7.1 returns before any kernel, bias or not
   g.out = out.data_ptr();
   g.ldo = g.N;
   if (device.is_cuda()) run_cuda(g, backend, a, b, s, sa, sb, sr, out);

@@ -7,27 +7,30 @@ from .profiles import get_preset
 from .validation import validate_accumulate, validate_mma, validate_scaled_mm
 
 
-def _plan_args(kind, M, N, K, fmt_a, fmt_b, out_dtype, fast, profile, backend, splitk, device):
+def _plan_args(kind, M, N, K, fmt_a, fmt_b, out_dtype, fast, profile, backend, splitk, device,
+               scaling="tensorwise", bias=None):
     if isinstance(profile, torch.nn.Module):  # pragma: no cover - defensive
         raise TypeError("profile must be a str")
     profile_name = getattr(profile, "name", profile)
-    if isinstance(splitk, str):
-        # The table, the envelope and the live query depend on the exact shape: under
-        # torch.compile with dynamic shapes this specialises the graph on M, N and K.
+    if isinstance(splitk, str) or scaling == "rowwise":
+        # The table, the envelope, the live query and the row-wise kernel rule depend on the
+        # exact shape: under torch.compile with dynamic shapes this specialises the graph.
         M, N, K = int(M), int(N), int(K)
     else:
         # An explicit split does not depend on the shape: keep dynamic shapes dynamic.
         M = N = K = -1
     return _decide(kind, M, N, K, fmt_a, fmt_b, dtype_name(out_dtype), fast, profile_name,
-                   backend, splitk, device.type, device.index)
+                   backend, splitk, device.type, device.index, scaling,
+                   None if bias is None else dtype_name(bias))
 
 
 def scaled_mm(mat1, mat2, scale_a, scale_b, bias=None, scale_result=None, out_dtype=None,
               use_fast_accum=False, *, profile=None, backend=None, splitk="auto"):
     """torch._scaled_mm with torch 2.7.1's arguments, as the profile's platform computes it.
 
-    mat1 [M, K] row-major and mat2 [K, N] column-major FP8 tensors, tensor-wise fp32 scales;
-    y = (mat1 @ mat2) * scale_a * scale_b with the hardware's rounding. profile (default
+    mat1 [M, K] row-major and mat2 [K, N] column-major FP8 tensors; fp32 scales, tensor-wise
+    (one element each) or row-wise (scale_a [M, 1], scale_b [1, N], bf16 output); an optional
+    bias [N]; y = (mat1 @ mat2) * scale_a * scale_b + bias with the hardware's rounding. profile (default
     MMAEMU_PROFILE or 'hopper'), backend (default MMAEMU_BACKEND or 'auto') and splitk ('auto',
     1 or (S, scheme)) choose the platform, the kernel and the split-K decision.
     """
@@ -38,12 +41,17 @@ def scaled_mm(mat1, mat2, scale_a, scale_b, bias=None, scale_result=None, out_dt
         out_dtype = v.out_dtype
         if v.empty:  # torch 2.7.1 returns before cuBLASLt: zeros (K == 0) or an empty matrix
             return torch.zeros(v.M, v.N, dtype=out_dtype, device=v.device)
-    elif out_dtype is None:
-        out_dtype = mat1.dtype
+        scaling = v.scaling
+    else:
+        if out_dtype is None:
+            out_dtype = mat1.dtype
+        scaling = "tensorwise" if int(scale_a.numel()) == 1 and int(scale_b.numel()) == 1 \
+            else "rowwise"
     fmt_a, fmt_b = dtype_name(mat1.dtype), dtype_name(mat2.dtype)
     preset, splits, scheme, name, epilogue = _plan_args(
         "scaled_mm", mat1.shape[0], mat2.shape[1], mat1.shape[1], fmt_a, fmt_b, out_dtype,
-        bool(use_fast_accum), profile, backend, splitk, mat1.device)
+        bool(use_fast_accum), profile, backend, splitk, mat1.device, scaling,
+        None if bias is None else bias.dtype)
     return torch.ops.mmaemu.scaled_mm(mat1, mat2, scale_a, scale_b, bias, scale_result,
                                       out_dtype, bool(use_fast_accum), preset, splits, scheme,
                                       name, epilogue)
@@ -102,13 +110,18 @@ def explain(mat1, mat2, scale_a, scale_b, bias=None, scale_result=None, out_dtyp
         split = SplitDecision(1, "none", "rule", True, None,
                               "M, N or K is 0: torch 2.7.1 returns before calling cuBLASLt")
         return CallPlan("ok", prof.name, pre.name, pre.maturity, split, "none", [], [])
-    return explain_shape(v.M, v.N, v.K, v.fmt_a, v.fmt_b, v.out_dtype, bool(use_fast_accum),
-                         profile=profile, backend=backend, splitk=splitk,
-                         device=v.device)
+    try:
+        return explain_shape(v.M, v.N, v.K, v.fmt_a, v.fmt_b, v.out_dtype,
+                             bool(use_fast_accum), profile=profile, backend=backend,
+                             splitk=splitk, device=v.device, scaling=v.scaling,
+                             bias=None if v.bias_dtype is None else dtype_name(v.bias_dtype))
+    except errors.UnsupportedFeatureError as e:
+        return errors_plan(f"UnsupportedFeatureError: {e}", profile)
 
 
 def explain_shape(M, N, K, fmt_a="e4m3", fmt_b="e4m3", out_dtype=torch.bfloat16, fast=False, *,
-                  profile=None, backend=None, splitk="auto", device="cpu"):
+                  profile=None, backend=None, splitk="auto", device="cpu",
+                  scaling="tensorwise", bias=None):
     """explain() from sizes and formats alone (what `python -m mmaemu explain` prints)."""
     from .plan import CallPlan
     from .splitk import SplitDecision
@@ -117,7 +130,7 @@ def explain_shape(M, N, K, fmt_a="e4m3", fmt_b="e4m3", out_dtype=torch.bfloat16,
     try:
         plan, _ = build_plan(M, N, K, fmt_a, fmt_b, out_name, fast, profile=profile,
                              backend=backend, splitk=splitk, device_type=device.type,
-                             device_index=device.index)
+                             device_index=device.index, scaling=scaling, bias=bias)
         return plan
     except errors.SplitKUnknownError as e:
         from .profiles import get_profile

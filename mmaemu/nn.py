@@ -50,8 +50,9 @@ class EmulatedFP8Linear(torch.nn.Module):
     scale_x, scale_w: the quantisation scales (x_fp8 = x * scale_x), float32 tensors of one
               element or Python numbers; the GEMM gets their reciprocals, as in TE.
     profile:  default "hopper-te" (Transformer Engine 2.3 on an H100 PCIe).
-    bias:     None, or a [out_features] tensor added after the GEMM with one torch add in
-              out_dtype. This is not the epilogue-fused bias of TE or cuBLASLt.
+    bias:     None, or a [out_features] tensor: added after the GEMM with one torch add in
+              out_dtype, or with fuse_bias=True passed to the GEMM (torch._scaled_mm's bias,
+              added in its epilogue; stored as out_dtype, bf16 for FP8 outputs).
     out_dtype, use_fast_accum: those of the GEMM; TE's forward pass uses bf16 and True.
     backend, splitk: as for mmaemu.scaled_mm.
 
@@ -66,9 +67,11 @@ class EmulatedFP8Linear(torch.nn.Module):
     splitk_text: str
     out_dtype: torch.dtype
     use_fast_accum: bool
+    fuse_bias: bool
 
     def __init__(self, weight, scale_x, scale_w, profile="hopper-te", *, bias=None,
-                 out_dtype=torch.bfloat16, use_fast_accum=True, backend=None, splitk="auto"):
+                 out_dtype=torch.bfloat16, use_fast_accum=True, backend=None, splitk="auto",
+                 fuse_bias=False):
         super().__init__()
         if not isinstance(weight, torch.Tensor) or weight.dim() != 2:
             raise TypeError("weight must be a 2-D tensor [out_features, in_features]")
@@ -89,6 +92,7 @@ class EmulatedFP8Linear(torch.nn.Module):
         self.splitk_text = encode_splitk(splitk, profile)
         self.out_dtype = out_dtype
         self.use_fast_accum = bool(use_fast_accum)
+        self.fuse_bias = bool(fuse_bias) and bias is not None
         self.register_buffer("scale_x", _as_scale(scale_x, "scale_x", device))
         self.register_buffer("scale_w", _as_scale(scale_w, "scale_w", device))
         # torch._scaled_mm takes dequantisation scales: the fp32 reciprocals, as TE's scale_inv.
@@ -99,7 +103,9 @@ class EmulatedFP8Linear(torch.nn.Module):
         if bias is not None:
             if not isinstance(bias, torch.Tensor) or tuple(bias.shape) != (self.out_features,):
                 raise ValueError(f"bias must be a tensor of shape ({self.out_features},)")
-            self.register_buffer("bias", bias.detach().to(device=device, dtype=out_dtype).clone())
+            fp8_out = out_dtype in (torch.float8_e4m3fn, torch.float8_e5m2)
+            bias_dtype = torch.bfloat16 if self.fuse_bias and fp8_out else out_dtype
+            self.register_buffer("bias", bias.detach().to(device=device, dtype=bias_dtype).clone())
         else:
             self.register_buffer("bias", None)
 
@@ -108,13 +114,14 @@ class EmulatedFP8Linear(torch.nn.Module):
                     out_dtype=torch.bfloat16, use_fast_accum=True, backend=None, splitk="auto"):
         """The emulated twin of an nn.Linear (or a Transformer Engine Linear) and its scales.
 
-        bias="raise" (default): a layer with a bias raises UnsupportedFeatureError, because the
-        reference adds it inside the GEMM epilogue, which mmaemu v0.1 does not model.
-        bias="after": its bias is added after the GEMM in out_dtype (right only if the reference
-        did the same).
+        bias="raise" (default): a layer with a bias raises UnsupportedFeatureError: say where
+        the reference adds it.
+        bias="fused": it is passed to the GEMM, as torch._scaled_mm(..., bias=...) and torchao
+        do (cuBLASLt's epilogue bias; its rounding order is inferred, docs/semantics.md).
+        bias="after": it is added after the GEMM in out_dtype (as TE and fp32 models do).
         """
-        if bias not in ("raise", "after"):
-            raise ValueError(f"bias must be 'raise' or 'after', got {bias!r}")
+        if bias not in ("raise", "after", "fused"):
+            raise ValueError(f"bias must be 'raise', 'after' or 'fused', got {bias!r}")
         weight = getattr(linear, "weight", None)
         if not isinstance(weight, torch.Tensor) or weight.dim() != 2:
             raise TypeError(f"{type(linear).__name__} has no 2-D weight; expected an nn.Linear "
@@ -122,11 +129,12 @@ class EmulatedFP8Linear(torch.nn.Module):
         b = _linear_bias(linear)
         if b is not None and bias == "raise":
             raise UnsupportedFeatureError(
-                "mmaemu: this linear layer has a bias, and the bias of an FP8 GEMM is added in "
-                "its epilogue, which v0.1 does not model. Pass bias='after' only if the "
-                "reference added it after the GEMM (limitations.md).")
+                "mmaemu: this linear layer has a bias: pass bias='fused' if the reference passes "
+                "it to torch._scaled_mm (its GEMM epilogue adds it), or bias='after' if the "
+                "reference adds it after the GEMM (limitations.md).")
         return cls(weight, scale_x, scale_w, profile, bias=b, out_dtype=out_dtype,
-                   use_fast_accum=use_fast_accum, backend=backend, splitk=splitk)
+                   use_fast_accum=use_fast_accum, backend=backend, splitk=splitk,
+                   fuse_bias=bias == "fused")
 
     @torch.jit.unused
     def explain(self, x):
@@ -135,13 +143,15 @@ class EmulatedFP8Linear(torch.nn.Module):
         from . import explain   # the package-level mmaemu.explain
         rows = x.numel() // self.in_features if x.dim() > 0 else 0
         xq = torch.zeros(rows, self.in_features, dtype=torch.float8_e4m3fn, device=self.wq.device)
-        return explain(xq, self.wq.t(), self.scale_x_inv, self.scale_w_inv, None, None,
+        return explain(xq, self.wq.t(), self.scale_x_inv, self.scale_w_inv,
+                       self.bias if self.fuse_bias else None, None,
                        self.out_dtype, self.use_fast_accum, profile=self.profile,
                        backend=self.backend, splitk=self.splitk)
 
     def extra_repr(self):
         return (f"in_features={self.in_features}, out_features={self.out_features}, "
                 f"profile={self.profile!r}, bias={self.bias is not None}, "
+                f"fuse_bias={self.fuse_bias}, "
                 f"out_dtype={self.out_dtype}, use_fast_accum={self.use_fast_accum}")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -152,11 +162,14 @@ class EmulatedFP8Linear(torch.nn.Module):
         if x.dim() == 0 or x.shape[-1] != self.in_features:
             raise ValueError("EmulatedFP8Linear: the input's last dimension must be in_features")
         xq = quantize_e4m3(x, self.scale_x).reshape(-1, self.in_features)
-        y = torch.ops.mmaemu.profile_scaled_mm(
-            xq, self.wq.t(), self.scale_x_inv, self.scale_w_inv, None, None, self.out_dtype,
-            self.use_fast_accum, self.profile, self.backend, self.splitk_text)
         bias = self.bias
-        if bias is not None:
+        fused: Optional[torch.Tensor] = None
+        if self.fuse_bias:
+            fused = bias
+        y = torch.ops.mmaemu.profile_scaled_mm(
+            xq, self.wq.t(), self.scale_x_inv, self.scale_w_inv, fused, None, self.out_dtype,
+            self.use_fast_accum, self.profile, self.backend, self.splitk_text)
+        if bias is not None and not self.fuse_bias:
             y = y + bias
         shape: List[int] = list(x.shape[:-1])
         shape.append(self.out_features)
@@ -210,7 +223,8 @@ def swap_fp8_linears(model, scales=None, profile="hopper-te", *, exclude=(), bia
              here or, if absent, from its delayed-scaling state (te_scales); a TE Linear with
              neither raises ValueError.
     exclude: names of TE Linear layers to leave alone (e.g. ones that never run in FP8).
-    bias, out_dtype, use_fast_accum, backend, splitk: as for EmulatedFP8Linear.from_linear.
+    bias, out_dtype, use_fast_accum, backend, splitk: as for EmulatedFP8Linear.from_linear
+             (bias: "raise", "fused" or "after").
 
     Returns the replaced names, in model order. A name in `scales` that is not a linear layer
     of the model raises KeyError, so a typo cannot leave a layer unemulated.

@@ -14,9 +14,15 @@ import torch
 from . import errors
 from .backends import resolve as resolve_backend
 from .profiles import get_preset, get_profile
-from .splitk import DTYPE_NAMES, SplitDecision, decide
+from .splitk import DTYPE_NAMES, SplitDecision, decide, parse_splitk
 
-EPILOGUE_ORDERS = {"H1": 0, "H2": 1, "H3": 2}
+EPILOGUE_ORDERS = {"H1": 0, "H2": 1, "H3": 2, "rowwise": 3, "rowwise_t": 4}
+
+# Tensor-wise scales with a bias: cuBLASLt's EPILOGUE_BIAS. The order is inferred.
+BIAS_NOTE = ("bias (cuBLASLt EPILOGUE_BIAS): fmaf(fp32(scale_a*scale_b), acc, bias[n]), then the "
+             "output conversion (scale_result after the bias); inferred: one rounding, as the "
+             "tensor-wise epilogue's fma; probe rowwise_epilogue_order (scripts/probe_hopper.py) "
+             "settles it")
 
 
 @dataclass
@@ -31,6 +37,7 @@ class CallPlan:
     fallbacks: List[str] = field(default_factory=list)
     warnings: List[str] = field(default_factory=list)
     epilogue: str = "H1"
+    kernel: Optional[str] = None  # the reference's kernel and epilogue, where a rule picks them
 
     def op_args(self) -> dict:
         """The keyword arguments of torch.ops.mmaemu.scaled_mm that pin this plan (for code that
@@ -45,7 +52,8 @@ class CallPlan:
         return (f"CallPlan(validation={self.validation!r}, profile={self.profile!r}, "
                 f"preset={self.preset!r}, preset_maturity={self.preset_maturity!r},\n"
                 f"  split={self.split!r},\n"
-                f"  backend={self.backend!r}, fallbacks={self.fallbacks!r}, warnings={self.warnings!r})")
+                f"  backend={self.backend!r}, fallbacks={self.fallbacks!r}, warnings={self.warnings!r}"
+                + (f",\n  epilogue={self.epilogue!r}, kernel={self.kernel!r})" if self.kernel else ")"))
 
 
 def dtype_name(dtype) -> str:
@@ -53,8 +61,12 @@ def dtype_name(dtype) -> str:
 
 
 def build_plan(M, N, K, fmt_a, fmt_b, out_dtype, fast, *, profile=None, backend=None,
-               splitk="auto", device_type="cpu", device_index=None):
-    """The CallPlan of a validated call; raises the documented errors of an unrunnable one."""
+               splitk="auto", device_type="cpu", device_index=None, scaling="tensorwise",
+               bias=None):
+    """The CallPlan of a validated call; raises the documented errors of an unrunnable one.
+
+    scaling: "tensorwise" or "rowwise"; bias: the bias dtype's name ("bfloat16", "float16") or
+    None."""
     prof = get_profile(profile)
     preset = get_preset(prof.preset)
     warns = []
@@ -62,15 +74,43 @@ def build_plan(M, N, K, fmt_a, fmt_b, out_dtype, fast, *, profile=None, backend=
         warns.append(("ExperimentalPresetWarning",
                       f"profile {prof.name!r} (preset {preset.name!r}) is experimental: "
                       f"{preset.evidence}"))
-    split, split_warns = decide(prof, M, N, K, fmt_a, fmt_b, out_dtype, fast, splitk)
-    warns += split_warns
+    epilogue, kernel = "H1", None
+    if scaling == "rowwise":
+        split, epilogue, kernel = rowwise_decision(prof, M, N, splitk)
+    else:
+        split, split_warns = decide(prof, M, N, K, fmt_a, fmt_b, out_dtype, fast, splitk)
+        warns += split_warns
+        if bias is not None:
+            kernel = BIAS_NOTE
     device = torch.device(device_type, device_index) if device_index is not None \
         else torch.device(device_type)
     name, fallbacks, backend_warns = resolve_backend(backend, device, preset.name, (fmt_a, fmt_b))
     warns += [(type(w).__name__, str(w)) for w in backend_warns]
+    if device.type == "cuda" and (scaling == "rowwise" or bias is not None):
+        fallbacks = fallbacks + ["cpu on host copies: no CUDA kernel computes row-wise scales "
+                                 "or a bias"]
     plan = CallPlan("ok", prof.name, preset.name, preset.maturity, split, name, fallbacks,
-                    [f"{cat}: {msg}" for cat, msg in warns])
+                    [f"{cat}: {msg}" for cat, msg in warns], epilogue, kernel)
     return plan, warns
+
+
+def rowwise_decision(prof, M, N, splitk):
+    """Row-wise scales: torch 2.7.1's CUTLASS f8f8bf16_rowwise, which never splits K; the
+    (M, N) rule picks the instance, and with it the epilogue's scale order."""
+    from .rowwise import sm90_instance
+    if prof.compute_capability != "9.0" or prof.sm_count is None:
+        raise errors.UnsupportedFeatureError(
+            f"row-wise scales on profile {prof.name!r}: mmaemu models torch 2.7.1's row-wise "
+            "kernel on sm_90 (the hopper profiles) only")
+    explicit = parse_splitk(splitk, prof)
+    if explicit is not None and explicit[0] != 1:
+        raise ValueError(f"splitk={splitk!r}: torch 2.7.1's row-wise kernel never splits K; "
+                             "pass 'auto' or 1")
+    inst = sm90_instance(M, N, prof.sm_count)
+    split = SplitDecision(1, "none", "rule", True, None,
+                          "row-wise: CUTLASS f8f8bf16_rowwise has no split-K or stream-K "
+                          "(cited: torch 2.7.1 source and SASS)")
+    return split, "rowwise_t" if inst.transposed else "rowwise", inst.describe()
 
 
 def emit(warns, stacklevel):
@@ -80,7 +120,7 @@ def emit(warns, stacklevel):
 
 @torch._dynamo.assume_constant_result
 def _decide(kind, M, N, K, fmt_a, fmt_b, out_dtype, fast, profile, backend, splitk,
-            device_type, device_index):
+            device_type, device_index, scaling="tensorwise", bias=None):
     """Plans a call and emits its warnings; returns the op's plan arguments.
 
     Its arguments are plain constants, so torch.compile runs it (really runs it, warnings and
@@ -89,7 +129,7 @@ def _decide(kind, M, N, K, fmt_a, fmt_b, out_dtype, fast, profile, backend, spli
     """
     plan, warns = build_plan(M, N, K, fmt_a, fmt_b, out_dtype, fast, profile=profile,
                              backend=backend, splitk=splitk, device_type=device_type,
-                             device_index=device_index)
+                             device_index=device_index, scaling=scaling, bias=bias)
     emit(warns, stacklevel=4)
     args = plan.op_args()
     return args["preset"], args["splits"], args["scheme"], args["backend"], args["epilogue"]

@@ -16,8 +16,8 @@ refuses the rest with torch's own message, in torch's order. What the checks are
 
 Three kinds of refusal (user guide section 9):
 * ReferenceRejectsError (a RuntimeError): torch 2.7.1 or the reference's cuBLASLt rejects it.
-* UnsupportedFeatureError (a NotImplementedError): torch accepts it, mmaemu v0.1 does not (bias,
-  row-wise or block-wise scales, grad mode). These are checked after all of torch's checks, so a
+* UnsupportedFeatureError (a NotImplementedError): torch accepts it, mmaemu does not (block-wise
+  scales, row-wise scales on a profile without a row-wise kernel model, grad mode). These are checked after all of torch's checks, so a
   call that torch would reject always gets ReferenceRejectsError.
 * TypeError / ValueError: an argument of the wrong Python type, or a bad value outside torch's
   domain (as torch's own argument parser raises TypeError before the op runs).
@@ -73,6 +73,8 @@ class ValidatedCall:
     device: torch.device
     empty: bool
     has_scale_result: bool = False
+    scaling: str = "tensorwise"   # "tensorwise" or "rowwise"
+    bias_dtype: object = None     # torch.bfloat16 / torch.float16, or None
 
 
 @dataclass(frozen=True)
@@ -391,7 +393,24 @@ def validate_scaled_mm(mat1, mat2, scale_a, scale_b, bias=None, scale_result=Non
         if mat2.dtype != torch.float8_e4m3fn:
             raise ReferenceRejectsError(
                 "Expected b.dtype() == at::kFloat8_e4m3fn to be true, but got false." + improve)
-        # Its stride checks are not reproduced: mmaemu refuses row-wise scaling below anyway.
+        # check_inputs of RowwiseScaledMM.cu (2.7.1): plain TORCH_CHECKs, in its order. The
+        # scale shapes and dtypes were settled by get_scaling_type above; scale strides can
+        # still differ where a size is 1 (is_contiguous ignores those).
+        for cond, ok in (("a.stride(1) == 1", mat1.stride(1) == 1),
+                         ("a.stride(0) >= a.size(1)", mat1.stride(0) >= K),
+                         ("b.stride(0) == 1", mat2.stride(0) == 1),
+                         ("b.stride(1) >= b.size(0)", mat2.stride(1) >= K2),
+                         ("scale_a.stride(0) == 1", scale_a.stride(0) == 1),
+                         ("scale_b.stride(1) == 1", scale_b.stride(1) == 1)):
+            if not ok:
+                raise ReferenceRejectsError(f"Expected {cond} to be true, but got false." + improve)
+        if bias is not None:
+            if bias.dim() != 1:
+                raise ReferenceRejectsError(
+                    "Expected bias->dim() == 1 to be true, but got false." + improve)
+            if bias.stride(0) != 1:
+                raise ReferenceRejectsError(
+                    "Expected bias->stride(0) == 1 to be true, but got false." + improve)
     elif not empty:
         # Tensor-wise (and block-wise) scaling: cuBLASLt through cublasCommonArgs.
         if not _layout_ok(mat1, mat2):
@@ -401,15 +420,13 @@ def validate_scaled_mm(mat1, mat2, scale_a, scale_b, bias=None, scale_result=Non
         _check_out_dtype_supported(out_dtype, mat1.dtype, mat2.dtype)
         _check_alignment((("mat1", mat1), ("mat2", mat2)))
 
-    # torch 2.7.1 would run everything below: mmaemu v0.1 does not.
-    if bias is not None:
+    # torch 2.7.1 would run everything below: mmaemu does not.
+    if bias is not None and scaling != "rowwise" and not empty and not bias.is_contiguous():
+        # torch hands cuBLASLt bias.data_ptr(), which reads N consecutive elements (inferred
+        # from Blas.cpp; not checked on a GPU): not the strided tensor's values.
         raise UnsupportedFeatureError(
-            "bias is not supported in mmaemu v0.1; add it to the result yourself only if the "
-            "reference did the same")
-    if scaling == "rowwise":
-        raise UnsupportedFeatureError(
-            "row-wise scales (scale_a (M, 1), scale_b (1, N)) are not supported in mmaemu v0.1; "
-            "only tensor-wise scales (one fp32 element each)")
+            "a non-contiguous bias with tensor-wise scales: cuBLASLt would read N consecutive "
+            "elements from its data pointer; pass bias.contiguous()")
     if scaling == "blockwise":
         # On a Hopper GPU torch 2.7.1 most likely fails too (MX block scaling is a Blackwell
         # cuBLASLt feature; inferred), but that is not established.
@@ -418,7 +435,8 @@ def validate_scaled_mm(mat1, mat2, scale_a, scale_b, bias=None, scale_result=Non
     _require_no_grad(fn, tensors)
     return ValidatedCall(M=M, N=N, K=K, fmt_a=_FP8_FORMATS.get(mat1.dtype),
                          fmt_b=_FP8_FORMATS.get(mat2.dtype), out_dtype=out_dtype,
-                         device=mat1.device, empty=empty, has_scale_result=scale_result is not None)
+                         device=mat1.device, empty=empty, has_scale_result=scale_result is not None,
+                         scaling=scaling, bias_dtype=None if bias is None else bias.dtype)
 
 
 # ---------------------------------------------------------------------------------------------

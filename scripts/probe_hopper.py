@@ -892,6 +892,222 @@ PROBES = {
 }
 
 
+# ------------------------------------------------------------------------------------------
+# Row-wise scales and bias (research note rowwise.md section 5): the epilogue's rounding order,
+# the sign of a zero result, and end-to-end agreement with mmaemu. These call torch._scaled_mm
+# with row-wise scale vectors and bias themselves (the shared backend passes scalar scales);
+# a dry run computes them with mmaemu.scaled_mm instead.
+# ------------------------------------------------------------------------------------------
+
+def _rw_scaled_mm(ctx, a_u8, b_u8, fa, scale_a, scale_b, bias, out_dtype, fast):
+    """out = a @ b.T with FP8 bytes a [M, K], b [N, K]; scale_a / scale_b: fp32 tensors
+    (one element each, or [M, 1] / [1, N]); bias: a tensor or None. Returns the CPU output."""
+    from _hwcommon import fp8_tensor
+    a, b = fp8_tensor(a_u8, fa), fp8_tensor(b_u8, "e4m3")
+    if ctx.dry:
+        import mmaemu
+        return mmaemu.scaled_mm(a, b.t(), scale_a, scale_b, bias=bias, out_dtype=out_dtype,
+                                use_fast_accum=bool(fast), splitk=1, backend="reference")
+    dev = ctx.backend.dev
+    kw = {} if bias is None else {"bias": bias.to(dev)}
+    out = torch._scaled_mm(a.to(dev), b.to(dev).t(), scale_a.to(dev), scale_b.to(dev),
+                           out_dtype=out_dtype, use_fast_accum=bool(fast), **kw)
+    torch.cuda.synchronize()
+    return out.cpu()
+
+
+def _fma32(a, b, c):
+    """fmaf on float32 arrays, exactly: a*b is exact in double; where the double sum is exact
+    (TwoSum error 0) its fp32 rounding is fmaf's, elsewhere exact rational arithmetic decides."""
+    from fractions import Fraction
+    a, b, c = np.broadcast_arrays(*(np.asarray(x, np.float32) for x in (a, b, c)))
+    p = a.astype(np.float64) * b.astype(np.float64)
+    cd = c.astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        s = p + cd
+        bv = s - p
+        err = (p - (s - bv)) + (cd - bv)
+        out = s.astype(np.float32)
+    for idx in zip(*np.nonzero(np.isfinite(s) & (err != 0))):
+        fr = Fraction(float(p[idx])) + Fraction(float(cd[idx]))
+        cand = out[idx]
+        cands = [x for x in (cand, np.nextafter(cand, np.float32(np.inf)),
+                             np.nextafter(cand, np.float32(-np.inf))) if np.isfinite(x)]
+        out[idx] = min(cands, key=lambda x: (abs(Fraction(float(x)) - fr),
+                                             int(np.float32(x).view(np.uint32)) & 1))
+    return out
+
+
+# The candidate epilogues on float32 arrays: acc [M, N], per-row and per-column scales sa
+# [M, 1], sb [1, N] (tensor-wise: broadcast scalars), bias b [1, N].
+def _mul(x, y):
+    return (np.asarray(x, np.float32) * np.asarray(y, np.float32)).astype(np.float32)
+
+
+_EPILOGUE_CANDIDATES = {
+    "fma(fp32(sa*sb), acc, b)": lambda acc, sa, sb, b: _fma32(_mul(sa, sb), acc, b),
+    "fp32(fp32(sa*sb)*acc) + b": lambda acc, sa, sb, b: _mul(_mul(sa, sb), acc) + b,
+    "fma(fp32(acc*sa), sb, b)": lambda acc, sa, sb, b: _fma32(_mul(acc, sa), sb, b),
+    "fma(fp32(acc*sb), sa, b)": lambda acc, sa, sb, b: _fma32(_mul(acc, sb), sa, b),
+    "fp32(fp32(acc*sa)*sb) + b": lambda acc, sa, sb, b: _mul(_mul(acc, sa), sb) + b,
+}
+
+
+def _predict(acc, sa, sb, bias, out_dtype):
+    """{candidate: output bit patterns (list)}."""
+    out = {}
+    for c, f in _EPILOGUE_CANDIDATES.items():
+        v = np.asarray(f(acc, sa, sb, bias), np.float32)
+        out[c] = bits_list(torch.from_numpy(v.copy()).to(out_dtype).reshape(-1))
+    return out
+
+
+def probe_rowwise_epilogue_order(ctx):
+    """Exact accumulators (one product of small FP8 values per output), random fp32 scales and
+    a bias: how many outputs each candidate epilogue reproduces, for tensor-wise + bias (bf16,
+    fp16, e4m3 outputs) and row-wise (bf16, with and without bias). The bias of column j
+    cancels the leading bits of output (j, j), where one rounding and two differ most often;
+    only scale sets under which the candidates disagree somewhere are run."""
+    rng = np.random.default_rng(514)
+    M = N = 64
+    K = 32
+    want = 2 if ctx.quick else 24
+    mant = [1.0, 1.125, 1.375, 1.625, 1.875, 1.25, 1.5, 1.75]
+    xa = [rng.choice(mant) * 2.0 ** int(rng.integers(-3, 4)) * rng.choice([-1, 1]) for _ in range(M)]
+    xb = [rng.choice(mant) * 2.0 ** int(rng.integers(-3, 4)) for _ in range(N)]
+    A = np.array([vec(K, {0: v}) for v in xa])
+    B = np.array([vec(K, {0: v}) for v in xb])
+    acc = (np.array(xa, np.float32)[:, None] * np.array(xb, np.float32)[None, :]).astype(np.float32)
+    res = {"torch": torch.__version__}
+    settings = [("tensorwise+bias bf16", torch.bfloat16, torch.bfloat16, False),
+                ("tensorwise+bias f16", torch.float16, torch.float16, False),
+                ("tensorwise+bias e4m3", torch.float8_e4m3fn, torch.bfloat16, False),
+                ("rowwise", torch.bfloat16, None, True),
+                ("rowwise+bias", torch.bfloat16, torch.bfloat16, True)]
+    for name, out_dtype, bias_dtype, rowwise in settings:
+        counts = {c: 0 for c in _EPILOGUE_CANDIDATES}
+        n = used = 0
+        for _ in range(20 * want):
+            if used == want:
+                break
+            if rowwise:
+                sa = rng.uniform(0.05, 2.0, size=(M, 1)).astype(np.float32)
+                sb = rng.uniform(0.05, 2.0, size=(1, N)).astype(np.float32)
+            else:
+                sa = np.full((1, 1), rng.uniform(0.05, 2.0), np.float32)
+                sb = np.full((1, 1), rng.uniform(0.05, 2.0), np.float32)
+            if bias_dtype is None:
+                bias, bf = None, np.zeros((1, N), np.float32)
+            else:
+                lead = _mul(_mul(acc, sa), sb)[np.arange(N), np.arange(N)]
+                if out_dtype == torch.float8_e4m3fn:
+                    lead = lead * np.float32(rng.uniform(0.5, 1.5))
+                bias = -torch.from_numpy(lead.astype(np.float32)).to(bias_dtype)
+                bf = bias.float().numpy().reshape(1, N)
+            pred = _predict(acc, sa, sb, bf, out_dtype)
+            if len({tuple(v) for v in pred.values()}) < 2:
+                continue                      # no output tells the candidates apart
+            st = torch.from_numpy(sa) if rowwise else torch.tensor(float(sa[0, 0]))
+            sn = torch.from_numpy(sb) if rowwise else torch.tensor(float(sb[0, 0]))
+            y = _rw_scaled_mm(ctx, A, B, "e4m3", st, sn, bias, out_dtype, True)
+            obs = bits_list(y.reshape(-1))
+            for c, v in pred.items():
+                counts[c] += sum(o == q for o, q in zip(obs, v))
+            n += len(obs)
+            used += 1
+        res[name] = {"elements": n, "scale_sets": used, "matches": counts}
+    tw = [k for k in res if k.startswith("tensorwise")]
+    full_tw = sorted(c for c in _EPILOGUE_CANDIDATES
+                     if all(res[k]["matches"][c] == res[k]["elements"] for k in tw))
+    n_tw = sum(res[k]["elements"] for k in tw)
+    verdict = "confirmed" if "fma(fp32(sa*sb), acc, b)" in full_tw else \
+        ("rejected" if n_tw else "inconclusive")
+    return {"verdict": verdict, "matching_hypotheses": full_tw, "result": res}
+
+
+def probe_rowwise_signed_zero(ctx):
+    """A zero accumulator times a negative scale (a -0 product): output bits with no bias, a
+    +0 and a -0 bias, tensor-wise (bf16 out) and row-wise, against what mmaemu computes."""
+    import mmaemu
+    from _hwcommon import fp8_tensor
+    K, M, N = 32, 16, 16
+    A = np.zeros((M, K), np.uint8)
+    A[:, 0] = 0x80                                            # -0: every product is a zero
+    B = np.array([vec(K, {0: 1.0}) for _ in range(N)])
+    observed, model = {}, {}
+    for label, bias in (("no bias", None), ("+0 bias", torch.zeros(N, dtype=torch.bfloat16)),
+                        ("-0 bias", -torch.zeros(N, dtype=torch.bfloat16))):
+        for kind, sa, sb in (("tensorwise", torch.tensor(-1.0), torch.tensor(1.0)),
+                             ("rowwise", -torch.ones(M, 1), torch.ones(1, N))):
+            y = _rw_scaled_mm(ctx, A, B, "e4m3", sa, sb, bias, torch.bfloat16, True)
+            observed[f"{kind}, {label}"] = sorted(set(bits_list(y.reshape(-1))))
+            m = mmaemu.scaled_mm(fp8_tensor(A, "e4m3"), fp8_tensor(B, "e4m3").t(), sa, sb,
+                                 bias=bias, out_dtype=torch.bfloat16, use_fast_accum=True,
+                                 splitk=1, profile="hopper")
+            model[f"{kind}, {label}"] = sorted(set(bits_list(m.reshape(-1))))
+    ok = observed == model
+    return {"verdict": "confirmed" if ok else "rejected",
+            "result": {"torch": torch.__version__, "observed": observed, "model": model}}
+
+
+def _rand_fp8(rng, shape, fmt, spread=4.0):
+    dtype = torch.float8_e4m3fn if fmt == "e4m3" else torch.float8_e5m2
+    x = torch.tensor(rng.normal(0, spread, size=shape), dtype=torch.float32).clamp(-448, 448)
+    return x.to(dtype).view(torch.uint8).numpy()
+
+
+def probe_rowwise_end_to_end(ctx):
+    """Random data against mmaemu.scaled_mm (profile hopper): K in {16, 112, 128, 4096, 4112},
+    fast on/off, bias none/bf16, E4M3/E5M2 mat1, row-wise scales; and tensor-wise with a bias
+    (splitk=1: cuBLASLt's own split is recorded by P4/P10, a mismatch here may be a split)."""
+    import mmaemu
+    from _hwcommon import fp8_tensor
+    rng = np.random.default_rng(2026)
+    M, N = (16, 32) if ctx.quick else (64, 256)
+    Ks = (16, 128) if ctx.quick else (16, 112, 128, 4096, 4112)
+    rows = []
+    for K in Ks:
+        for fast in (False, True):
+            for fa in ("e4m3", "e5m2"):
+                for with_bias in (False, True):
+                    A = _rand_fp8(rng, (M, K), fa)
+                    B = _rand_fp8(rng, (N, K), "e4m3")
+                    sa = torch.tensor(rng.uniform(0.01, 1.0, size=(M, 1)), dtype=torch.float32)
+                    sb = torch.tensor(rng.uniform(0.01, 1.0, size=(1, N)), dtype=torch.float32)
+                    bias = torch.tensor(rng.normal(0, 8, size=N), dtype=torch.float32).to(
+                        torch.bfloat16) if with_bias else None
+                    y = _rw_scaled_mm(ctx, A, B, fa, sa, sb, bias, torch.bfloat16, fast)
+                    a, b = fp8_tensor(A, fa), fp8_tensor(B, "e4m3")
+                    want = mmaemu.scaled_mm(a, b.t(), sa, sb, bias=bias, out_dtype=torch.bfloat16,
+                                            use_fast_accum=fast, profile="hopper")
+                    same = int((y.view(torch.int16) == want.view(torch.int16)).sum())
+                    rows.append({"kind": "rowwise", "K": K, "fast": fast, "fmt_a": fa,
+                                 "bias": with_bias, "equal": same, "elements": M * N})
+                    if with_bias and fa == "e4m3":
+                        s1, s2 = torch.tensor(0.37), torch.tensor(1.9)
+                        y = _rw_scaled_mm(ctx, A, B, fa, s1, s2, bias, torch.bfloat16, fast)
+                        want = mmaemu.scaled_mm(a, b.t(), s1, s2, bias=bias, splitk=1,
+                                                out_dtype=torch.bfloat16, use_fast_accum=fast)
+                        same = int((y.view(torch.int16) == want.view(torch.int16)).sum())
+                        rows.append({"kind": "tensorwise+bias", "K": K, "fast": fast,
+                                     "fmt_a": fa, "bias": True, "equal": same,
+                                     "elements": M * N})
+    rw_ok = all(r["equal"] == r["elements"] for r in rows if r["kind"] == "rowwise")
+    tw_ok = all(r["equal"] == r["elements"] for r in rows if r["kind"] != "rowwise")
+    verdict = "confirmed" if rw_ok and tw_ok else "rejected"
+    return {"verdict": verdict, "result": {"torch": torch.__version__, "rows": rows,
+                                           "rowwise_all_equal": rw_ok,
+                                           "tensorwise_bias_all_equal": tw_ok}}
+
+
+PROBES.update({
+    "rowwise_epilogue_order": ("bias epilogue: fmaf(fp32(scale_a*scale_b), acc, bias) (tensor-wise), "
+                               "fmaf(fp32(acc*s1), s2, bias) (row-wise)", probe_rowwise_epilogue_order),
+    "rowwise_signed_zero": ("a -0 accumulator gives +0 unless the bias is -0", probe_rowwise_signed_zero),
+    "rowwise_end_to_end": ("row-wise and biased GEMMs equal mmaemu bit for bit", probe_rowwise_end_to_end),
+})
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="output folder (probes.json)")

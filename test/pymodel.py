@@ -167,6 +167,30 @@ def f32_mul(x, y):
     return f32_round(s, mx[0] * my[0], mx[1] + my[1])
 
 
+def f32_fma(x, y, z):
+    """fmaf: x*y + z rounded once (RN-even). An exact zero result is +0 unless both x*y and z
+    are zeros of negative sign (IEEE 754 6.3, round to nearest)."""
+    kx, sx, mx = f32_decode(x)
+    ky, sy, my = f32_decode(y)
+    kz, sz, mz = f32_decode(z)
+    if "nan" in (kx, ky, kz):
+        return F32_NAN
+    sp = sx ^ sy
+    if kx == "inf" or ky == "inf":
+        if (kx == "num" and mx[0] == 0) or (ky == "num" and my[0] == 0):
+            return F32_NAN
+        if kz == "inf" and sz != sp:
+            return F32_NAN
+        return (sp << 31) | 0x7F800000
+    if kz == "inf":
+        return z
+    pn, pe = mx[0] * my[0], mx[1] + my[1]
+    n, e = dy_add(-pn if sp else pn, pe, -mz[0] if sz else mz[0], mz[1])
+    if n == 0:
+        return 0x80000000 if (sp and sz and pn == 0 and mz[0] == 0) else 0
+    return f32_round(1 if n < 0 else 0, abs(n), e)
+
+
 # ---------------------------------------------------------------------------------------------
 # FP8 inputs (OCP 8-bit formats). E4M3FN: bias 7, no Inf, NaN = S.1111.111. E5M2: bias 15,
 # Inf = S.11111.00, NaN = S.11111.{01,10,11}.
@@ -407,6 +431,36 @@ def epilogue(acc, out, scale_a, scale_b, scale_result=None, order="H1"):
         v = f32_mul(f32_mul(acc, scale_b), scale_a)
     else:
         raise ValueError(order)
+    if out in ("e4m3", "e5m2") and scale_result is not None:
+        v = f32_mul(v, scale_result)
+    return convert_output(v, out)
+
+
+def bias_to_f32(u, kind):
+    """A bf16 or fp16 bias element's bits as fp32 bits (exact); no bias: +0."""
+    if kind is None:
+        return 0
+    if kind == "bf16":
+        return u << 16
+    sign, ex, man = u >> 15, (u >> 10) & 0x1F, u & 0x3FF
+    if ex == 0x1F:
+        return (sign << 31) | 0x7F800000 | (man << 13)
+    if ex == 0:
+        return f32_round(sign, man, -24)
+    return (sign << 31) | ((ex + 112) << 23) | (man << 13)
+
+
+def rowwise_epilogue(acc, sa_i, sb_j, bias_j, transposed):
+    """torch 2.7.1's CUTLASS row-wise epilogue: bf16(fmaf(fp32(acc*s1), s2, bias)) with
+    (s1, s2) = (sa_i, sb_j), exchanged when the kernel runs transposed. All fp32 bits."""
+    s1, s2 = (sb_j, sa_i) if transposed else (sa_i, sb_j)
+    return convert_output(f32_fma(f32_mul(acc, s1), s2, bias_j), "bf16")
+
+
+def bias_epilogue(acc, out, scale_a, scale_b, bias_j, scale_result=None):
+    """Tensor-wise scales with a bias (the inferred cuBLASLt order): fmaf(fp32(sa*sb), acc,
+    bias), times scale_result for FP8 outputs, then the output conversion."""
+    v = f32_fma(f32_mul(scale_a, scale_b), acc, bias_j)
     if out in ("e4m3", "e5m2") and scale_result is not None:
         v = f32_mul(v, scale_result)
     return convert_output(v, out)

@@ -118,7 +118,7 @@ lib = backends._c()
 
 class Preset(ctypes.Structure):
     _fields_ = [("block", ctypes.c_int32), ("frac", ctypes.c_int32), ("keep", ctypes.c_int32),
-                ("promote_blocks", ctypes.c_int32)]
+                ("promote_blocks", ctypes.c_int32), ("c_late", ctypes.c_int32)]
 
 class Gemm(ctypes.Structure):
     _fields_ = [("a", ctypes.c_void_p), ("b", ctypes.c_void_p), ("out", ctypes.c_void_p),
@@ -128,7 +128,8 @@ class Gemm(ctypes.Structure):
                 ("splits", ctypes.c_int32), ("scheme", ctypes.c_int32), ("out_kind", ctypes.c_int32),
                 ("epilogue_order", ctypes.c_int32), ("has_scale_result", ctypes.c_int32),
                 ("scale_a", ctypes.c_float), ("scale_b", ctypes.c_float), ("scale_result", ctypes.c_float),
-                ("preset", Preset)]
+                ("preset", Preset), ("scale_a_vec", ctypes.c_void_p), ("scale_b_vec", ctypes.c_void_p),
+                ("bias", ctypes.c_void_p), ("bias_kind", ctypes.c_int32), ("reserved", ctypes.c_int32)]
 
 class Call(ctypes.Structure):
     _fields_ = [("g", Gemm), ("scale_a", ctypes.c_void_p), ("scale_b", ctypes.c_void_p),

@@ -139,15 +139,21 @@ def test_profile_backend_splitk_reach_mmaemu(monkeypatch):
                     {"profile": None, "backend": None, "splitk": (2, "contiguous")}]
 
 
-def test_bias_and_rowwise_raise_unsupported():
+def test_bias_and_rowwise_are_emulated():
     x, w = operands(m=16, n=32, k=64)
-    bias = torch.zeros(32, dtype=torch.bfloat16)
+    bias = torch.randn(32, generator=torch.Generator().manual_seed(5)).to(torch.bfloat16)
+    sa, sb = torch.rand(16, 1) + 0.5, torch.rand(1, 32) + 0.5
     with mmaemu.emulate(**S1):
-        with pytest.raises(mmaemu.UnsupportedFeatureError, match="bias"):
-            torch._scaled_mm(x, w.t(), ONE, ONE, bias=bias, out_dtype=torch.bfloat16)
+        y_bias = torch._scaled_mm(x, w.t(), ONE, ONE, bias=bias, out_dtype=torch.bfloat16)
+        y_row = torch._scaled_mm(x, w.t(), sa, sb, bias=bias, out_dtype=torch.bfloat16,
+                                 use_fast_accum=True)
+    assert_bitwise_equal(y_bias, mmaemu.scaled_mm(x, w.t(), ONE, ONE, bias=bias,
+                                                  out_dtype=torch.bfloat16, **S1))
+    assert_bitwise_equal(y_row, mmaemu.scaled_mm(x, w.t(), sa, sb, bias=bias,
+                                                 out_dtype=torch.bfloat16, use_fast_accum=True))
+    with mmaemu.emulate(profile="ada", **S1):
         with pytest.raises(mmaemu.UnsupportedFeatureError, match="row-wise"):
-            torch._scaled_mm(x, w.t(), torch.ones(16, 1), torch.ones(1, 32),
-                             out_dtype=torch.bfloat16)
+            torch._scaled_mm(x, w.t(), sa, sb, out_dtype=torch.bfloat16)
 
 
 def test_bad_arguments_raise_type_error():
@@ -220,11 +226,11 @@ def test_emulate_entered_inside_compiled_code_never_runs_native():
 
 def test_compile_keeps_the_error_class():
     x, w = operands(m=16, n=32, k=64)
-    bias = torch.zeros(32, dtype=torch.bfloat16)
+    sa, sb = torch.ones(16, 1), torch.ones(1, 32)
 
-    def f(x):
-        return torch._scaled_mm(x, w.t(), ONE, ONE, bias=bias, out_dtype=torch.bfloat16)
-    with mmaemu.emulate(**S1), pytest.raises(mmaemu.UnsupportedFeatureError):
+    def f(x):   # row-wise scales on an Ada profile: not modelled
+        return torch._scaled_mm(x, w.t(), sa, sb, out_dtype=torch.bfloat16)
+    with mmaemu.emulate(profile="ada", **S1), pytest.raises(mmaemu.UnsupportedFeatureError):
         torch.compile(f, fullgraph=True, backend="aot_eager")(x)
 
 

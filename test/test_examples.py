@@ -35,3 +35,14 @@ def test_cpu_benchmark_runs_as_a_script():
     for mode in ("hopper fast", "hopper non-fast", "ada fast", "b200 fast"):
         assert f"| 32 x 64 x 128 | {mode} |" in out, out
     assert "cpu / fp32 matmul" in out and "cpu / reference" in out, out
+
+
+def test_torchao_example():
+    import pytest
+    pytest.importorskip("torchao")
+    r = run_example("torchao_fp8.py")
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    assert "PerTensor: output (16, 128) torch.bfloat16" in out, out
+    assert "PerRow: output (16, 128) torch.bfloat16" in out, out
+    assert "row-wise kernel: CUTLASS f8f8bf16_rowwise" in out, out

@@ -364,11 +364,14 @@ def test_reference_rejects_e5m2_times_e5m2():
         mmaemu.scaled_mm(x, w.t(), ONE, ONE, splitk=1)
 
 
-def test_unsupported_bias():
+def test_bias_computes_and_unmodelled_rowwise_is_unsupported():
     x, w = operands(16, 16, 64)
-    with pytest.raises(mmaemu.UnsupportedFeatureError):
-        mmaemu.scaled_mm(x, w.t(), ONE, ONE, bias=torch.zeros(16, dtype=torch.bfloat16),
+    y = mmaemu.scaled_mm(x, w.t(), ONE, ONE, bias=torch.zeros(16, dtype=torch.bfloat16),
                          out_dtype=torch.bfloat16, splitk=1)
+    assert y.shape == (16, 16) and y.dtype == torch.bfloat16
+    with pytest.raises(mmaemu.UnsupportedFeatureError):
+        mmaemu.scaled_mm(x, w.t(), torch.ones(16, 1), torch.ones(1, 16),
+                         out_dtype=torch.bfloat16, profile="ada")
 
 
 # ---- section 10: environment variables ---------------------------------------------------------

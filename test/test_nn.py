@@ -82,7 +82,25 @@ def test_bias_needs_a_decision():
         y = m(x)
         assert_bitwise_equal(y, functional(x, lin.weight, 2.0, 16.0) + lin.bias)
     with pytest.raises(ValueError):
-        EmulatedFP8Linear.from_linear(lin, 1.0, 1.0, bias="fused")
+        EmulatedFP8Linear.from_linear(lin, 1.0, 1.0, bias="inside")
+
+
+def test_fused_bias_goes_to_the_gemm():
+    lin = torch.nn.Linear(32, 16).to(torch.bfloat16)
+    m = EmulatedFP8Linear.from_linear(lin, 2.0, 16.0, bias="fused", **S1)
+    assert m.fuse_bias and "fuse_bias=True" in repr(m)
+    x = exact_bf16((4, 32), seed=4, exp=-3)
+    sx, sw = torch.tensor(2.0), torch.tensor(16.0)
+    xq = (x.float() * sx).clamp(-448, 448).to(torch.float8_e4m3fn)
+    wq = (lin.weight.detach().float() * sw).clamp(-448, 448).to(torch.float8_e4m3fn)
+    want = mmaemu.scaled_mm(xq, wq.t(), 1 / sx, 1 / sw, bias=lin.bias.detach(),
+                            out_dtype=torch.bfloat16, use_fast_accum=True, profile="hopper-te",
+                            **S1)
+    with torch.no_grad():
+        assert_bitwise_equal(m(x), want)
+        assert_bitwise_equal(torch.compile(m, fullgraph=True)(x), want)
+        assert_bitwise_equal(torch.jit.script(m)(x), want)
+    assert m.explain(x).kernel.startswith("bias (cuBLASLt EPILOGUE_BIAS)")
 
 
 def test_bad_arguments():

@@ -430,3 +430,19 @@ def test_h200_rehearsal_ingests_and_replays(rehearsal, tmp_path, monkeypatch):
             assert_bitwise_equal(actual, expected, msg=f"{path}: {case['id']}")
             replayed += 1
     assert replayed >= 25
+
+
+def test_rowwise_probes_reject_a_bias_added_after(tmp_path, monkeypatch):
+    """The bias probes tell one rounding from two: a device that adds the bias after the
+    rounded GEMM is rejected by rowwise_epilogue_order and rowwise_end_to_end."""
+    ctx = probe_hopper.Ctx(argparse.Namespace(dry_run=True, quick=True, out=str(tmp_path),
+                                              only="", vectors="", tag=""))
+    real = probe_hopper._rw_scaled_mm
+
+    def bias_after(ctx, a_u8, b_u8, fa, scale_a, scale_b, bias, out_dtype, fast):
+        y = real(ctx, a_u8, b_u8, fa, scale_a, scale_b, None, torch.float32 if
+                 scale_a.numel() == 1 else torch.bfloat16, fast)
+        return (y.float() + (0 if bias is None else bias.float())).to(out_dtype)
+    monkeypatch.setattr(probe_hopper, "_rw_scaled_mm", bias_after)
+    assert probe_hopper.probe_rowwise_epilogue_order(ctx)["verdict"] == "rejected"
+    assert probe_hopper.probe_rowwise_end_to_end(ctx)["verdict"] == "rejected"

@@ -279,14 +279,15 @@ def test_operands_must_be_16_byte_aligned():
 # ---------------------------------------------------------------------------------------------
 # Valid for torch, not for mmaemu v0.1
 
-def test_rowwise_path_checks_then_unsupported():
+def test_rowwise_path_checks_then_accepted():
     rowwise = dict(scale_a=torch.ones(16, 1), scale_b=torch.ones(1, 16))
     rejects("Only bf16 high precision output types are supported for row-wise scaling.",
             **rowwise)
     rejects("Expected b.dtype() == at::kFloat8_e4m3fn to be true, but got false.  (Could this "
             "error message be improved?  If so, please report an enhancement request to "
             "PyTorch.)", mat2=weight_t(16, 32, E5M2), out_dtype=torch.bfloat16, **rowwise)
-    unsupported("row-wise scales", out_dtype=torch.bfloat16, **rowwise)
+    v = validate_scaled_mm(**args(out_dtype=torch.bfloat16, **rowwise))
+    assert v.scaling == "rowwise" and v.out_dtype == torch.bfloat16
 
 
 def test_blockwise_scales_are_unsupported():
@@ -294,10 +295,12 @@ def test_blockwise_scales_are_unsupported():
                 scale_b=torch.empty(512, dtype=E8M0))
 
 
-def test_bias_is_unsupported_but_torchs_checks_come_first():
-    unsupported("bias is not supported", bias=torch.ones(16, dtype=torch.float16))
-    unsupported("bias is not supported", bias=torch.ones(16, dtype=torch.bfloat16),
-                out_dtype=torch.bfloat16)
+def test_bias_is_accepted_after_torchs_checks():
+    v = validate_scaled_mm(**args(bias=torch.ones(16, dtype=torch.float16)))
+    assert v.bias_dtype == torch.float16
+    v = validate_scaled_mm(**args(bias=torch.ones(16, dtype=torch.bfloat16),
+                                  out_dtype=torch.bfloat16))
+    assert v.bias_dtype == torch.bfloat16
     # A call torch rejects is ReferenceRejectsError even with a bias.
     rejects("Only multiplication of row-major and column-major matrices is supported by cuBLASLt",
             mat2=fp8(32, 16), bias=torch.ones(16, dtype=torch.float16))
@@ -488,14 +491,17 @@ BAD_INPUTS = [
     ("empty scale", lambda: args(scale_a=torch.ones(0)), ReferenceRejectsError, True),
     ("(M, 2) scale", lambda: args(scale_a=torch.ones(16, 2)), ReferenceRejectsError, True),
     ("row-wise scales", lambda: args(scale_a=torch.ones(16, 1), scale_b=torch.ones(1, 16),
-                                     out_dtype=torch.bfloat16), UnsupportedFeatureError, True),
+                                     out_dtype=torch.bfloat16), None, True),
     ("two-element scale_result", lambda: args(scale_result=torch.ones(2)),
      ReferenceRejectsError, True),
     ("out_dtype float64", lambda: args(out_dtype=torch.float64), ReferenceRejectsError, True),
     ("out_dtype int32", lambda: args(out_dtype=torch.int32), ReferenceRejectsError, True),
     ("out_dtype e5m2 for e4m3 inputs", lambda: args(out_dtype=E5M2), ReferenceRejectsError, True),
     ("bias", lambda: args(bias=torch.ones(16, dtype=torch.bfloat16), out_dtype=torch.bfloat16),
-     UnsupportedFeatureError, True),
+     None, True),
+    ("row-wise bias with a stride", lambda: args(
+        scale_a=torch.ones(16, 1), scale_b=torch.ones(1, 16), out_dtype=torch.bfloat16,
+        bias=torch.ones(32, dtype=torch.bfloat16)[::2]), ReferenceRejectsError, True),
     ("grad mode", lambda: args(scale_b=torch.ones((), requires_grad=True)),
      UnsupportedFeatureError, True),
     ("non-tensor mat1", lambda: args(mat1=[[1.0]]), TypeError, True),

@@ -9,7 +9,8 @@
  *  - split-K: K cut on a grain of 128 into S slices of ceil(ceil(K/128)/S)*128 (the last
  *    takes the rest), each restarting from +0, reduced in fp32 in the scheme's order;
  *  - epilogue once on the reduced sum: acc * scale_a * scale_b in fp32 (order inferred),
- *    times scale_result for FP8 outputs, then the output conversion.
+ *    times scale_result for FP8 outputs, then the output conversion; row-wise scales and a
+ *    bias: mm_epilogue_rowwise / mm_epilogue_bias (one fmaf each).
  * The fp32 operations here must not be contracted into FMAs: C is built with
  * -ffp-contract=off, CUDA with --fmad=false. */
 #ifndef MMAEMU_GEMM_H
@@ -20,6 +21,11 @@
 enum { MM_SCHEME_NONE = 0, MM_SCHEME_CONTIGUOUS = 1, MM_SCHEME_SERIAL = 2, MM_SCHEME_PAIRWISE = 3 };
 /* Epilogue orders: H1 fp32(fp32(sa*sb)*acc), H2 fp32(fp32(acc*sa)*sb), H3 fp32(fp32(acc*sb)*sa). */
 enum { MM_EPI_H1 = 0, MM_EPI_H2 = 1, MM_EPI_H3 = 2 };
+/* Row-wise epilogues (torch 2.7.1's CUTLASS f8f8bf16_rowwise): bf16(fmaf(fp32(acc*sa[i]), sb[j], b[j]))
+ * and, for the kernel instance that runs transposed, bf16(fmaf(fp32(acc*sb[j]), sa[i], b[j])). */
+enum { MM_EPI_ROWWISE = 3, MM_EPI_ROWWISE_T = 4 };
+/* Bias vector types (the bias is per output column j). */
+enum { MM_BIAS_NONE = 0, MM_BIAS_BF16 = 1, MM_BIAS_F16 = 2 };
 #define MM_OUT_ACC 5 /* the raw fp32 accumulator, no epilogue (mmaemu.accumulate) */
 #define MM_SPLIT_GRAIN 128
 #define MM_MAX_SPLITS 65536
@@ -44,6 +50,11 @@ typedef struct {
     int32_t has_scale_result;
     float scale_a, scale_b, scale_result;
     mm_preset preset;
+    const float* scale_a_vec; /* MM_EPI_ROWWISE*: M fp32 row scales, else NULL */
+    const float* scale_b_vec; /* MM_EPI_ROWWISE*: N fp32 column scales, else NULL */
+    const void* bias;         /* N contiguous elements of bias_kind, or NULL */
+    int32_t bias_kind;        /* MM_BIAS_* */
+    int32_t reserved;
 } mm_gemm;
 
 /* Blocks over k in [k0, k1) chained from c: the instruction sequence of fast accumulation. */
@@ -129,12 +140,19 @@ MMAEMU_HD uint32_t mm_f32_canonical(float v) {
     return (u & 0x7FFFFFFFu) > 0x7F800000u ? MM_F32_NAN_BITS : u;
 }
 
+MMAEMU_HD uint32_t mm_output_bits(float v, const mm_gemm* g);
+
 MMAEMU_HD uint32_t mm_epilogue(float acc, const mm_gemm* g) {
     if (g->out_kind == MM_OUT_ACC) return mm_f32_canonical(acc);
     float v;
     if (g->epilogue_order == MM_EPI_H2) { v = acc * g->scale_a; v = v * g->scale_b; }
     else if (g->epilogue_order == MM_EPI_H3) { v = acc * g->scale_b; v = v * g->scale_a; }
     else { const float alpha = g->scale_a * g->scale_b; v = alpha * acc; }
+    return mm_output_bits(v, g);
+}
+
+/* The output conversion of the scaled fp32 value v (times scale_result for FP8 outputs). */
+MMAEMU_HD uint32_t mm_output_bits(float v, const mm_gemm* g) {
     switch (g->out_kind) {
     case MM_OUT_BF16: return mm_f32_to_bf16(v);
     case MM_OUT_F16: return mm_f32_to_f16(v);
@@ -146,6 +164,80 @@ MMAEMU_HD uint32_t mm_epilogue(float acc, const mm_gemm* g) {
         return mm_f32_to_e5m2(v);
     default: return mm_f32_canonical(v);
     }
+}
+
+/* fmaf(a, b, c): a*b + c rounded once to fp32 (round to nearest even), without libm. On the
+ * GPU the instruction itself. On the host: a*b is exact in double (24 + 24 significant bits,
+ * no overflow or underflow there); the double sum is rounded to odd (TwoSum's error decides
+ * the last bit), and a value rounded to odd with 53 >= 24 + 2 bits rounds to fp32 exactly as
+ * the exact sum would, subnormal and overflowing results included. */
+MMAEMU_HD float mm_fmaf(float a, float b, float c) {
+#if defined(__CUDA_ARCH__)
+    return __fmaf_rn(a, b, c);
+#else
+    const double p = (double)a * (double)b, cd = (double)c;
+    union { double d; uint64_t u; } s;
+    s.d = p + cd;
+    if (s.d - s.d != 0.0) return (float)s.d; /* Inf or NaN: no rounding error to track */
+    const double bv = s.d - p;
+    const double err = (p - (s.d - bv)) + (cd - bv);
+    if (err != 0.0 && (s.u & 1u) == 0) {
+        /* s is even and the exact sum lies strictly beyond it towards err: take the odd
+         * neighbour on that side (s != 0 here: a zero sum of these operands is exact). */
+        if ((err > 0.0) == (s.d > 0.0)) s.u += 1u; else s.u -= 1u;
+    }
+    return (float)s.d;
+#endif
+}
+
+/* fp16 bits -> fp32 (exact). */
+MMAEMU_HD float mm_f16_to_f32(uint16_t h) {
+    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, ex = (h >> 10) & 0x1Fu, man = h & 0x3FFu;
+    if (ex == 0x1Fu) return mm_bits_f32(sign | 0x7F800000u | (man << 13));
+    if (ex != 0) return mm_bits_f32(sign | ((ex + 112u) << 23) | (man << 13));
+    const float mag = (float)man * mm_bits_f32(0x33800000u); /* man * 2^-24, exact */
+    return sign ? -mag : mag;
+}
+
+/* The bias of output column j as fp32 (exact), or +0 without a bias: the kernels add +0 then,
+ * so a -0 product becomes +0 (row-wise: cited, SASS; tensor-wise: inferred). */
+MMAEMU_HD float mm_bias_at(const mm_gemm* g, int64_t j) {
+    if (g->bias_kind == MM_BIAS_BF16)
+        return mm_bits_f32((uint32_t)((const uint16_t*)g->bias)[j] << 16);
+    if (g->bias_kind == MM_BIAS_F16) return mm_f16_to_f32(((const uint16_t*)g->bias)[j]);
+    return 0.0f;
+}
+
+/* Row-wise scales, torch 2.7.1 f8f8bf16_rowwise (cited: SASS FMUL then FFMA, then
+ * F2FP.BF16.F32): bf16_rn(fmaf(fp32(acc * s1), s2, bias[j])) with (s1, s2) = (sa[i], sb[j]),
+ * exchanged for the transposed instance. */
+MMAEMU_HD uint32_t mm_epilogue_rowwise(float acc, const mm_gemm* g, int64_t i, int64_t j) {
+    const float sa = g->scale_a_vec[i], sb = g->scale_b_vec[j];
+    const int t = g->epilogue_order == MM_EPI_ROWWISE_T;
+    const float v = acc * (t ? sb : sa);
+    return mm_f32_to_bf16(mm_fmaf(v, t ? sa : sb, mm_bias_at(g, j)));
+}
+
+/* Tensor-wise scales with a bias (cuBLASLt EPILOGUE_BIAS): fmaf(scale, acc, bias[j]) in the
+ * epilogue order's scale form, then the output conversion (scale_result after the bias).
+ * Inferred: one rounding of scale*acc + bias, as the tensor-wise epilogue's fma(alpha, acc, 0);
+ * probe rowwise_epilogue_order of scripts/probe_hopper.py settles it. */
+MMAEMU_HD uint32_t mm_epilogue_bias(float acc, const mm_gemm* g, int64_t j) {
+    const float b = mm_bias_at(g, j);
+    float v;
+    if (g->epilogue_order == MM_EPI_H2) v = mm_fmaf(acc * g->scale_a, g->scale_b, b);
+    else if (g->epilogue_order == MM_EPI_H3) v = mm_fmaf(acc * g->scale_b, g->scale_a, b);
+    else v = mm_fmaf(g->scale_a * g->scale_b, acc, b);
+    return mm_output_bits(v, g);
+}
+
+/* The epilogue of output (i, j): row-wise, tensor-wise with bias, or mm_epilogue. */
+MMAEMU_HD uint32_t mm_epilogue_at(float acc, const mm_gemm* g, int64_t i, int64_t j) {
+    if (g->out_kind != MM_OUT_ACC) {
+        if (g->epilogue_order >= MM_EPI_ROWWISE) return mm_epilogue_rowwise(acc, g, i, j);
+        if (g->bias_kind != MM_BIAS_NONE) return mm_epilogue_bias(acc, g, j);
+    }
+    return mm_epilogue(acc, g);
 }
 
 MMAEMU_HD int mm_out_size(int32_t out_kind) {
@@ -170,7 +262,7 @@ MMAEMU_HD uint32_t mm_gemm_element(const mm_gemm* g, int64_t i, int64_t j) {
     const uint8_t* b = g->K > 0 ? g->b + j * g->ldb : g->b;
     const float acc = mm_dot(a, b, g->fmt_a, g->fmt_b, g->K, g->fast_accum, g->splits, g->scheme,
                              &g->preset);
-    return mm_epilogue(acc, g);
+    return mm_epilogue_at(acc, g, i, j);
 }
 
 #endif /* MMAEMU_GEMM_H */

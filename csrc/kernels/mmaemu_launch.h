@@ -21,9 +21,9 @@ typedef struct {
 } mm_launch;
 
 #if defined(__cplusplus)
-static_assert(sizeof(mm_launch) == 176, "mm_launch layout differs between the C loader and the kernels");
+static_assert(sizeof(mm_launch) == 208, "mm_launch layout differs between the C loader and the kernels");
 #else
-_Static_assert(sizeof(mm_launch) == 176, "mm_launch layout differs between the C loader and the kernels");
+_Static_assert(sizeof(mm_launch) == 208, "mm_launch layout differs between the C loader and the kernels");
 #endif
 
 /* The plan with the scales read from the device. */
@@ -66,7 +66,7 @@ MMAEMU_HD void mm_finish_element(const mm_launch* p, const mm_gemm* g, int32_t s
         p->partials[((int64_t)split * g->M + i) * g->N + j] = acc;
         return;
     }
-    mm_store(g, i, j, mm_epilogue(acc, g));
+    mm_store(g, i, j, mm_epilogue_at(acc, g, i, j));
 }
 
 #endif /* MMAEMU_LAUNCH_H */

@@ -26,6 +26,6 @@ extern "C" __global__ void __launch_bounds__(256) mmaemu_split_reduce(mm_launch 
     const int64_t step = (int64_t)gridDim.x * blockDim.x;
     for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += step) {
         const float acc = mm_reduce_partials(p.partials + idx, total, g.splits, g.scheme);
-        mm_store(&g, idx / g.N, idx % g.N, mm_epilogue(acc, &g));
+        mm_store(&g, idx / g.N, idx % g.N, mm_epilogue_at(acc, &g, idx / g.N, idx % g.N));
     }
 }

@@ -1,0 +1,92 @@
+"""torchao's FP8 inference recipes under mmaemu.emulate(), as torchao's users call them.
+
+torchao (PyPI) quantizes a small bf16 model with Float8DynamicActivationFloat8WeightConfig,
+PerTensor() and PerRow(); its linear layers then call torch._scaled_mm (tensor-wise with the
+layer's bias, or row-wise scales with the bias). Under emulate() every such call must give the
+bits of a direct mmaemu.scaled_mm call on the same operands, eager and compiled.
+
+On the CPU torchao's hardware check (CUDA capability >= 8.9) refuses to quantize: the test
+patches torchao.quantization.quant_api._check_hardware_support out, as docs/api.md says.
+"""
+import copy
+
+import pytest
+import torch
+
+import mmaemu
+from mmaemu.testing import assert_bitwise_equal
+
+torchao = pytest.importorskip("torchao")
+quant_api = pytest.importorskip("torchao.quantization.quant_api")
+from torchao.quantization import (  # noqa: E402
+    Float8DynamicActivationFloat8WeightConfig, PerRow, PerTensor, quantize_)
+
+
+class Recording(mmaemu.emulate):
+    """emulate() that keeps every intercepted call's arguments and result."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.calls = []
+
+    def scaled_mm(self, args, kwargs):
+        y = super().scaled_mm(args, kwargs)
+        self.calls.append((args, dict(kwargs), y))
+        return y
+
+
+def small_model():
+    torch.manual_seed(14)
+    return torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(),
+                               torch.nn.Linear(256, 32)).to(torch.bfloat16)
+
+
+@pytest.fixture
+def quantized(monkeypatch):
+    monkeypatch.setattr(quant_api, "_check_hardware_support", lambda *a, **k: None)
+
+    def make(granularity):
+        m = small_model()
+        quantize_(m, Float8DynamicActivationFloat8WeightConfig(granularity=granularity))
+        return m
+    return make
+
+
+def direct(args, kwargs):
+    names = ("mat1", "mat2", "scale_a", "scale_b", "bias", "scale_result", "out_dtype",
+             "use_fast_accum")
+    bound = dict(zip(names, args))
+    bound.update(kwargs)
+    return mmaemu.scaled_mm(**bound, splitk=1)
+
+
+@pytest.mark.parametrize("granularity", [PerTensor(), PerRow()], ids=["PerTensor", "PerRow"])
+def test_torchao_model_under_emulate(quantized, granularity):
+    model = quantized(granularity)
+    x = torch.randn(8, 64).to(torch.bfloat16)
+    with torch.no_grad():
+        rec = Recording(splitk=1)
+        with rec:
+            y = model(x)
+        assert len(rec.calls) == 2
+        for args, kwargs, out in rec.calls:
+            bias = kwargs.get("bias", args[4] if len(args) > 4 else None)
+            assert bias is not None and bias.dtype == torch.bfloat16
+            scale_a = kwargs.get("scale_a", args[2] if len(args) > 2 else None)
+            assert (scale_a.numel() > 1) == isinstance(granularity, PerRow)
+            assert_bitwise_equal(out, direct(args, kwargs))
+        # aot_eager: the graph runs torchao's activation quantization with eager kernels, so the
+        # GEMM operands, and with them the bits, are those of the eager run.
+        compiled = torch.compile(copy.deepcopy(model), backend="aot_eager")
+        with mmaemu.emulate(splitk=1):
+            y_compiled = compiled(x)
+        assert_bitwise_equal(y_compiled, y)
+        # inductor: the GEMMs are still mmaemu's (an unmodelled profile raises inside the
+        # compiled code), though inductor's own quantization kernels may round differently.
+        inductor = torch.compile(copy.deepcopy(model))
+        with mmaemu.emulate(splitk=1):
+            assert inductor(x).shape == y.shape
+        if isinstance(granularity, PerRow):
+            with mmaemu.emulate(profile="ada", splitk=1), \
+                    pytest.raises(mmaemu.UnsupportedFeatureError):
+                inductor(x)
