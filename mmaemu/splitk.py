@@ -157,13 +157,14 @@ def decide(profile: Profile, M, N, K, fmt_a, fmt_b, out_dtype, fast, splitk="aut
         B, how = table.bound(K, fmt_a, fmt_b, out_dtype, fast)
         if B is not None and M * N > B and not strict:
             basis = f"; {table.envelope_basis}" if table.envelope_basis else ""
-            note = f"inferred by the envelope: M*N = {M * N} > B = {B} ({how}{basis})"
+            note = (f"inferred by the envelope: M*N = {M * N} > B = {B} (setting "
+                    f"{setting_text(fmt_a, fmt_b, out_dtype, fast)}; {how}{basis})")
             warns = []
             if not table.envelope_validated:
                 warns.append(("UnvalidatedEnvelopeWarning",
                               f"S = 1 inferred for M={M}, N={N}, K={K} by the envelope of table "
-                              f"{table.table_id}, which failed its held-out test ({note}); pass "
-                              "splitk if you know the reference GPU's split"))
+                              f"{table.table_id} (M*N = {M * N} > B = {B}), which failed its "
+                              "held-out test; pass splitk if you know the reference GPU's split"))
             return SplitDecision(1, "none", "envelope", False, table.table_id, note), warns
         if B is None:
             why = f"not in table {table.table_id}; no envelope bound: {how}"

@@ -148,28 +148,26 @@ class SplitTable:
 
     def bound(self, K, fmt_a, fmt_b, out_dtype, fast):
         """(B, how B was found) for the envelope's "S = 1 when M*N > B", or (None, why not)."""
-        setting = setting_text(fmt_a, fmt_b, out_dtype, fast)
         if self.envelope_kind == "k_grid":
             if not self.K_min <= K <= self.K_max:
-                return None, (f"K = {K} is outside the envelope's {self.K_min} <= K <= "
-                              f"{self.K_max} ({setting})")
+                return None, f"K = {K} is outside the envelope's {self.K_min} <= K <= {self.K_max}"
             i = bisect.bisect_left(self.K_grid, K)
             for b in self.bounds:
                 if _setting_matches(b, fmt_a, fmt_b, out_dtype, fast):
-                    return b["B"][i], (f"setting {setting}; K = {K} rounded up to grid K "
-                                       f"{self.K_grid[i]}, {self.K_min} <= K <= {self.K_max}")
+                    return b["B"][i], (f"K = {K} rounded up to grid K {self.K_grid[i]}, "
+                                       f"{self.K_min} <= K <= {self.K_max}")
         elif self.envelope_kind == "setting":
             for b in self.bounds:
                 if _setting_matches(b, fmt_a, fmt_b, out_dtype, fast):
-                    return b["B"], (f"2 x {b['max_split_mn']}, the largest M*N that split in "
-                                    f"the table for setting {setting}")
+                    return b["B"], (f"B = 2 x {b['max_split_mn']}, the largest M*N that split in "
+                                    "the table for the setting")
         else:  # per_k: the largest split M*N recorded at one K or a K range
             for b in self.bounds:
                 if not _setting_matches(b, fmt_a, fmt_b, out_dtype, fast):
                     continue
                 if b.get("K") == K or ("K_min" in b and b["K_min"] <= K <= b.get("K_max", float("inf"))):
-                    return b["max_split_mn"], f"the largest split M*N recorded at K = {K} ({setting})"
-        return None, f"the envelope has no bound for K = {K} and setting {setting}"
+                    return b["max_split_mn"], f"the largest split M*N recorded at K = {K}"
+        return None, f"the envelope has no bound for K = {K} and this setting"
 
 
 def _key(M, N, K, fmt_a, fmt_b, out_dtype, fast):
