@@ -57,8 +57,9 @@ class _NpzRows:
         order = np.argsort(keys, kind="stable")
         # array.array + bisect: a scalar lookup without numpy's per-call overhead, 8 bytes a row
         self._keys = array.array("Q", keys[order].tobytes())
-        self._cols = {c: array.array("q", z[c][sel][order].astype(np.int64).tobytes())
-                      for c in ("splitK", "custom", "algo", "tile")}
+        self._cols = {c: array.array(code, z[c][sel][order].astype(dtype).tobytes())
+                      for c, code, dtype in (("splitK", "B", np.uint8), ("custom", "B", np.uint8),
+                                             ("algo", "h", np.int16), ("tile", "h", np.int16))}
         codes = self.spec["codes"]
         self._fmt = {v: int(k) for k, v in codes["fa/fb"].items()}
         self._out = {OUT_NAMES[v]: int(k) for k, v in codes["out"].items()}
