@@ -34,10 +34,9 @@ HIDDEN = 1920          # Evo 2 1B hidden size; its FP8 input projection is [3 * 
 L = 10                 # tokens: a short sequence so that the CPU run takes seconds
 PAD = 16               # vortex pads L to a multiple of 16 on its FP8 path
 PROFILE = "hopper-te"
-# The hopper-te split-K table has no rows yet, so mmaemu cannot decide these shapes itself
-# (splitk="auto" raises SplitKUnknownError). splitk=1 states our assumption that the H100 does
-# not split them; record them on an H100 (scripts/record_heuristics.py) to replace it.
-SPLITK = 1
+# The hopper-te split-K table (cuBLASLt's recorded heuristic on an H100 PCIe, 32 MiB workspace)
+# has rows for these shapes, M = 10 and the padded 16: S = 1, so splitk="auto" decides them.
+SPLITK = "auto"
 
 GOLDEN = {
     "qkv": "59c8a892f783492b",

@@ -4,7 +4,8 @@ cuBLASLt may cut K into S slices and add their partial sums; which S it picks de
 shape, formats, output dtype, accumulation mode, workspace and GPU. A decision comes, in order,
 from: an explicit `splitk`; the profile's recorded table; the ws0 rule (never split); a live
 query of cuBLASLt's heuristic on the profile's own GPU; an envelope inference of S = 1 where a
-recorded bound supports it. Otherwise SplitKUnknownError: mmaemu does not guess.
+recorded bound supports it (docs/splitk_tables.md). Otherwise SplitKUnknownError: mmaemu does
+not guess. The tables themselves are mmaemu/splitk_table.py's.
 """
 import json
 import os
@@ -13,6 +14,7 @@ from typing import Optional
 
 from .errors import ReferenceRejectsError, SplitKUnknownError
 from .profiles import Profile, tables_dir
+from .splitk_table import SplitTable, TableDataError, setting_text
 
 DTYPE_NAMES = {"torch.float32": "f32", "torch.bfloat16": "bf16", "torch.float16": "f16",
                "torch.float8_e4m3fn": "e4m3", "torch.float8_e5m2": "e5m2"}
@@ -35,51 +37,13 @@ class SplitDecision:
                 f"                      note={self.note!r})")
 
 
-class SplitTable:
-    """One recorded split-K table: rows keyed by shape and setting, an envelope, provenance."""
-
-    def __init__(self, data: dict):
-        self.table_id = data["table_id"]
-        self.provenance = data.get("provenance", {})
-        self.rows = {}
-        for r in data.get("rows", []):
-            self.rows[_key(r["M"], r["N"], r["K"], r["fmt_a"], r["fmt_b"], r["out_dtype"],
-                           bool(r["fast_accum"]))] = r
-        env = data.get("envelope") or {}
-        self.bounds = env.get("bounds", [])
-        self.envelope_validated = bool(env.get("validated", False))
-        self.envelope_note = env.get("note", "")
-
-    def row(self, M, N, K, fmt_a, fmt_b, out_dtype, fast):
-        return self.rows.get(_key(M, N, K, fmt_a, fmt_b, out_dtype, fast))
-
-    def bound(self, K, fmt_a, fmt_b, out_dtype, fast):
-        """The largest M*N that can still split at this K and setting, if recorded."""
-        for b in self.bounds:
-            if not _setting_matches(b, fmt_a, fmt_b, out_dtype, fast):
-                continue
-            if "K" in b and b["K"] == K:
-                return b["max_split_mn"]
-            if "K_min" in b and b["K_min"] <= K <= b.get("K_max", float("inf")):
-                return b["max_split_mn"]
-        return None
-
-
-def _key(M, N, K, fmt_a, fmt_b, out_dtype, fast):
-    return (int(M), int(N), int(K), fmt_a, fmt_b, out_dtype, bool(fast))
-
-
-def _setting_matches(bound, fmt_a, fmt_b, out_dtype, fast):
-    return all(bound.get(k, v) == v for k, v in
-               (("fmt_a", fmt_a), ("fmt_b", fmt_b), ("out_dtype", out_dtype), ("fast_accum", fast)))
-
-
 _TABLES = {}
 
 
-def register_table(data: dict) -> SplitTable:
-    """Adds (or replaces) a split-K table given as the JSON object of tables/splitk/*.json."""
-    t = SplitTable(data)
+def register_table(data: dict, base=None) -> SplitTable:
+    """Adds (or replaces) a split-K table given as the JSON object of tables/splitk/*.json;
+    `base` is the folder its data files are relative to (default tables/splitk)."""
+    t = SplitTable(data, base)
     _TABLES[t.table_id] = t
     return t
 
@@ -95,7 +59,7 @@ def get_table(table_id: str) -> SplitTable:
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise SplitKUnknownError(f"split-K table {table_id!r} is corrupted ({path}: {e})") from None
         try:
-            register_table(data)
+            register_table(data, path.parent)
         except (KeyError, TypeError, AttributeError) as e:
             raise SplitKUnknownError(f"split-K table {table_id!r} is malformed ({path}: {e!r})") from None
     return _TABLES[table_id]
@@ -159,7 +123,7 @@ def decide(profile: Profile, M, N, K, fmt_a, fmt_b, out_dtype, fast, splitk="aut
 
     table = get_table(profile.splitk_table) if profile.splitk_table else None
     if table is not None:
-        row = table.row(M, N, K, fmt_a, fmt_b, out_dtype, fast)
+        row = _table_row(table, M, N, K, fmt_a, fmt_b, out_dtype, fast)
         if row is not None and row.get("splits") is None:
             # cuBLASLt offered no algorithm for this shape on the reference platform
             raise ReferenceRejectsError(
@@ -177,34 +141,51 @@ def decide(profile: Profile, M, N, K, fmt_a, fmt_b, out_dtype, fast, splitk="aut
             return SplitDecision(S, scheme, "table", verified, table.table_id, note), warns
 
     if profile.split_rule == "never":
-        return SplitDecision(1, "none", "rule", True, None,
-                             f"profile {profile.name!r} has no cuBLAS workspace: cuBLASLt never splits K"), []
+        note = (f"profile {profile.name!r} has no cuBLAS workspace: cuBLASLt never splits K"
+                + (f" ({table.provenance['workspace0_note']})"
+                   if table is not None and "workspace0_note" in table.provenance else ""))
+        return SplitDecision(1, "none", "rule", True, None, note), []
 
     live = _live_query(profile, M, N, K, fmt_a, fmt_b, out_dtype, fast)
     if live is not None:
         S, scheme, note = live
         return SplitDecision(S, scheme if S > 1 else "none", "live", S == 1, None, note), []
 
-    if table is not None and os.environ.get("MMAEMU_SPLITK_STRICT") != "1":
-        bound = table.bound(K, fmt_a, fmt_b, out_dtype, fast)
-        if bound is not None and M * N > bound:
-            note = (f"inferred: M*N = {M * N} is above the envelope bound {bound} for K = {K} "
-                    f"({table.envelope_note})" if table.envelope_note else
-                    f"inferred: M*N = {M * N} is above the envelope bound {bound} for K = {K}")
+    strict = os.environ.get("MMAEMU_SPLITK_STRICT") == "1"
+    why = "no table"
+    if table is not None:
+        B, how = table.bound(K, fmt_a, fmt_b, out_dtype, fast)
+        if B is not None and M * N > B and not strict:
+            basis = f"; {table.envelope_basis}" if table.envelope_basis else ""
+            note = (f"inferred by the envelope: M*N = {M * N} > B = {B} (setting "
+                    f"{setting_text(fmt_a, fmt_b, out_dtype, fast)}; {how}{basis})")
             warns = []
             if not table.envelope_validated:
                 warns.append(("UnvalidatedEnvelopeWarning",
                               f"S = 1 inferred for M={M}, N={N}, K={K} by the envelope of table "
-                              f"{table.table_id}, which failed its held-out test; pass splitk if you "
-                              "know the reference GPU's split"))
+                              f"{table.table_id} (M*N = {M * N} > B = {B}), which failed its "
+                              "held-out test; pass splitk if you know the reference GPU's split"))
             return SplitDecision(1, "none", "envelope", False, table.table_id, note), warns
+        if B is None:
+            why = f"not in table {table.table_id}; no envelope bound: {how}"
+        elif M * N > B:
+            why = f"not in table {table.table_id}; the envelope (M*N = {M * N} > B = {B}, {how}) is off"
+        else:
+            why = (f"not in table {table.table_id}; M*N = {M * N} <= B = {B} ({how}): within "
+                   "the envelope, the shape may split")
 
     schemes = " or ".join(f"(S, {s!r})" for s in profile.split_schemes)
-    where = f"table {table.table_id}" if table is not None else "no table"
-    strict = " (MMAEMU_SPLITK_STRICT=1 is set)" if os.environ.get("MMAEMU_SPLITK_STRICT") == "1" else ""
+    strict_text = " (MMAEMU_SPLITK_STRICT=1 is set)" if strict else ""
     raise SplitKUnknownError(
         f"the split-K decision of profile {profile.name!r} is unknown for M={M}, N={N}, K={K} "
-        f"({fmt_a} x {fmt_b} -> {out_dtype}, use_fast_accum={fast}; {where}){strict}. Pass "
+        f"({setting_text(fmt_a, fmt_b, out_dtype, fast)}; {why}){strict_text}. Pass "
         f"splitk=1 if the reference GPU does not split this shape, or splitk={schemes} with its "
         f"split, or record the shape on the profile's GPU ({profile.gpu}) with "
         "scripts/record_heuristics.py.")
+
+
+def _table_row(table, M, N, K, fmt_a, fmt_b, out_dtype, fast):
+    try:
+        return table.row(M, N, K, fmt_a, fmt_b, out_dtype, fast)
+    except TableDataError as e:
+        raise SplitKUnknownError(f"split-K table {table.table_id!r}: {e}") from None
