@@ -18,8 +18,9 @@
 #     once the build is there.
 # As each job ends, the work folder is packed again into $OUT/ground_truth.tar.gz and
 # $OUT/gt_summary.txt is rewritten: a run stopped by its timeout keeps what had finished. Files
-# in $OUT: those two and probes*.json (4 of the 8 a command may return; none shared with
-# h200_cuda_check.sh). In a dry run the jobs that use the CPU model wait for the build.
+# in $OUT: those two and probes.json, probes_ws32m.json, probes_p8_model.json (5 of the 8 a
+# command may return; none shared with h200_cuda_check.sh). In a dry run the jobs that use the
+# CPU model wait for the build.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"

@@ -3,7 +3,7 @@
 
 For a caller's workspace (torch: 1 MiB, Transformer Engine: 32 MiB, or 0), asks
 `cublasLtMatmulAlgoGetHeuristic` (ctypes, with torch._scaled_mm's descriptor: see
-scripts/_cublaslt.py) what it picks for every shape of a grid (1 <= M <= 16384,
+mmaemu/_cublaslt.py) what it picks for every shape of a grid (1 <= M <= 16384,
 16 <= N <= 16384, 1024 <= K <= 4194304, K not a multiple of 128 included), writes
 tables/splitk/<table_id>.json with provenance, and derives the envelope: per K, the largest
 M*N that ever splits. A held-out set of random off-grid shapes then tests the envelope; the
@@ -24,8 +24,14 @@ workspace is set to the table's before CUDA starts) and compares the trace with 
 answer. --dry-run (automatic without CUDA) uses a synthetic heuristic and writes to a folder
 outside tables/splitk; such a table is marked synthetic and is not data.
 
+The sweep covers three format pairs and bf16/fp32/fp16 outputs, most used first (see plan()),
+until the table reaches --max-mib; the table is written before the held-out test, whose failure
+is recorded in the envelope's note. Run on the GPU by scripts/h200_ground_truth.sh (command 1
+of docs/hardware_validation.md, "Running it").
+
 Usage:  python scripts/record_heuristics.py --caller torch|te|ws0 --out tables/splitk
-        [--budget-s 120] [--cross-check 40] [--dry-run]
+        [--budget-s 120] [--max-mib 5] [--pairs e4m3xe4m3,...] [--outs bfloat16,...]
+        [--cross-check 40] [--dry-run]
 """
 import argparse
 import datetime
