@@ -222,6 +222,25 @@ def test_cuda_check_keeps_carried_fatbins_skips_zero_limits_and_fits_its_files(t
     assert not set(files) & {g for g in gt if "*" not in g and not g.endswith(".part")}, (files, gt)
 
 
+def test_the_build_reuses_carried_fatbins_that_match_the_sources(tmp_path, monkeypatch):
+    import runpy
+    import setuptools
+    tree = _tree_copy(tmp_path / "tree")
+    monkeypatch.setattr(setuptools, "setup", lambda **kw: None)
+    g = runpy.run_path(os.path.join(tree, "setup.py"))
+    fat = tree / "mmaemu" / "_fatbin"
+    fat.mkdir()
+    for module in g["FATBIN_MODULES"]:
+        (fat / f"{module}.fatbin").write_bytes(b"carried " + module.encode())
+        (fat / f"{module}.fatbin.sha256").write_text(g["kernel_source_hash"](module) + "\n")
+    # an nvcc that fails: any fatbin it is asked for breaks the build
+    monkeypatch.setitem(g["build_kernels"].__globals__, "find_nvcc", lambda: "/bin/false")
+    monkeypatch.setenv("MMAEMU_BUILD_FATBIN", "1")
+    g["build_kernels"](str(tmp_path / "pkg"))
+    for module in g["FATBIN_MODULES"]:
+        assert (tmp_path / "pkg" / "_fatbin" / f"{module}.fatbin").read_bytes() == b"carried " + module.encode()
+
+
 # 6 ------------------------------------------------------------------------------------------------
 def _bench_module():
     spec = importlib.util.spec_from_file_location("bench_cuda", os.path.join(ROOT, "benchmarks", "cuda.py"))
