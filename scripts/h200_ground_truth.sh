@@ -14,11 +14,11 @@
 #     it: the data scripts load mmaemu/_cublaslt.py without the package);
 #   - record_heuristics.py for the h200 profiles: torch (1 MiB), te (32 MiB), ws0;
 #   - record_goldens.py with torch's default workspace, then 32 MiB and 0 for the split cases;
-#   - probe_hopper.py (P0-P10) with torch's workspace, and P3-P5 again with 32 MiB; P8 again
-#     once the build is there.
+#   - probe_hopper.py (P0-P10 and the rest) with torch's workspace, and P3-P5 again with 32 MiB;
+#     the probes that compare with mmaemu itself (P8, rowwise_*) again once the build is there.
 # As each job ends, the work folder is packed again into $OUT/ground_truth.tar.gz and
 # $OUT/gt_summary.txt is rewritten: a run stopped by its timeout keeps what had finished. Files
-# in $OUT: those two and probes.json, probes_ws32m.json, probes_p8_model.json (5 of the 8 a
+# in $OUT: those two and probes.json, probes_ws32m.json, probes_model.json (5 of the 8 a
 # command may return; none shared with h200_cuda_check.sh). In a dry run the jobs that use the
 # CPU model wait for the build.
 set -u
@@ -150,15 +150,17 @@ TINY=${QUICK:+--corpus tiny}
 ) &
 echo "started goldens chain (pid $!)"
 
-# 4. probes: everything at torch's workspace; restart maps and reductions again at 32 MiB; P8
-#    again with the model once the build is there
+# 4. probes: everything at torch's workspace; restart maps and reductions again at 32 MiB; those
+#    that compare with the model again once the build is there
 ( model_ready || exit 0
   job probes 180 $PY scripts/probe_hopper.py --out "$W/probes" $DRY $QK ) &
 ( model_ready || exit 0
   job probes_ws32m 150 env CUBLASLT_WORKSPACE_SIZE=32768 $PY scripts/probe_hopper.py --out "$W/probes" \
      --only P3,P4,P5 --tag ws32m $DRY $QK ) &
-if [ -z "${DRY_RUN:-}" ]; then
-  ( built && job probes_p8_model 60 $PY scripts/probe_hopper.py --out "$W/probes" --only P8 --tag p8_model ) &
+if [ -z "${DRY_RUN:-}" ]; then   # the probes that compare with mmaemu itself: P8, row-wise/bias
+  ( built || exit 0
+    ids=$($PY -c "import probe_hopper as p; print(','.join(['P8'] + [k for k in p.PROBES if k.startswith('rowwise_')]))")
+    job probes_model 90 $PY scripts/probe_hopper.py --out "$W/probes" --only "${ids:-P8}" --tag model ) &
 fi
 
 wait
