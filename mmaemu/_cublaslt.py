@@ -246,11 +246,21 @@ class CublasLt:
         return cfg
 
     # -- trace log -------------------------------------------------------------------------
-    def start_log(self, mask=0x1F):
-        """Captures cuBLASLt's log messages (mask: 1 error, 2 trace, 4 hints, 8 info, 16 API)."""
+    def start_log(self, mask=0x3):
+        """Captures cuBLASLt's log messages through a callback.
+
+        Mask bits (cuBLAS docs, "cuBLASLt Logging"): 1 error, 2 trace (the calls that launch
+        kernels, cublasLtMatmul's algo=[...] line among them), 4 hints, 8 info, 16 API trace
+        (every API call: thousands of lines per GEMM). cuBLASLt also writes each message to its
+        log file, stdout when none is set (CUBLASLT_LOG_FILE unset), so the file is opened on
+        /dev/null first (cublasLtLoggerOpenFile, cuBLASLt API "cublasLtLoggerOpenFile()").
+        """
         def cb(level, func, msg):
             self.log_lines.append((int(level), (func or b"").decode(errors="replace"),
                                    (msg or b"").decode(errors="replace")))
+        st = self.lib.cublasLtLoggerOpenFile(ctypes.c_char_p(os.devnull.encode()))
+        if st != 0:
+            raise CublasLtUnavailable(f"cublasLtLoggerOpenFile({os.devnull}) failed ({st})")
         self._log_cb = _LOG_CALLBACK(cb)   # keep a reference: cuBLASLt holds a raw pointer
         st = self.lib.cublasLtLoggerSetCallback(self._log_cb)
         if st != 0:
@@ -305,13 +315,20 @@ def parse_matmul_trace(message):
             scheme = name
     if scheme_raw.strip().isdigit():
         scheme = REDUCTION_SCHEMES.get(int(scheme_raw), scheme_raw)
+    # The trace leaves out fields at their defaults: an unsplit algorithm's algo=[...] has no
+    # numSplitsK, reductionScheme or customOption (as in "algo=[algoId=66 tile=MATMUL_TILE_64x16
+    # stages=MATMUL_STAGES_64xAUTO customOption=1 clusterShape=CLUSTER_SHAPE_4x1x1]"), so a
+    # present group means S = 1, scheme NONE, customOption 0 for what it omits.
+    grouped = isinstance(kv.get("algo"), dict)
+    splits = _int_or_none(algo.get("numSplitsK", algo.get("splitK")))
+    custom = _int_or_none(algo.get("customOption"))
     res = {
         "algo": _int_or_none(algo.get("algoId", algo.get("id"))),
         "tile": algo.get("tile"),
         "stages": algo.get("stages"),
-        "splits": _int_or_none(algo.get("numSplitsK", algo.get("splitK"))),
+        "splits": 1 if splits is None and grouped else splits,
         "reduction_scheme": scheme,
-        "custom_option": _int_or_none(algo.get("customOption")),
+        "custom_option": 0 if custom is None and grouped else custom,
         "cluster_shape": algo.get("clusterShape"),
         "workspace_bytes": _int_or_none(kv.get("workSpaceSizeInBytes")),
     }
@@ -375,6 +392,16 @@ _OUT_NAMES = {"f32": "float32", "bf16": "bfloat16", "f16": "float16", "e4m3": "e
 _LIVE = {}
 
 
+def _device_scale_ptrs():
+    """Two fp32 scales on the GPU: torch's scaled_gemm always sets the A/B scale pointers to
+    device tensors (CUDABlas.cpp), and the heuristic is asked with the same descriptor."""
+    if "scales" not in _LIVE:
+        import torch
+        _LIVE["scales"] = torch.ones(2, dtype=torch.float32, device="cuda")
+    t = _LIVE["scales"]
+    return (t.data_ptr(), t.data_ptr() + 4)
+
+
 def query_split(profile, M, N, K, fmt_a, fmt_b, out_dtype, fast):
     """(S, scheme, note) from cuBLASLt's heuristic, or None when this is not the profile's
     library. Called by mmaemu.splitk only on the profile's GPU (Profile.matches_device)."""
@@ -387,7 +414,8 @@ def query_split(profile, M, N, K, fmt_a, fmt_b, out_dtype, fast):
     want = profile.cublaslt_version or ""
     if want != ours and not want.startswith(ours + "."):
         return None
-    cfg = lt.heuristic(M, N, K, fmt_a, fmt_b, _OUT_NAMES[out_dtype], fast, profile.workspace_bytes)
+    cfg = lt.heuristic(M, N, K, fmt_a, fmt_b, _OUT_NAMES[out_dtype], fast, profile.workspace_bytes,
+                       scale_ptrs=_device_scale_ptrs())
     if cfg is None:
         return None
     S = int(cfg["splits"] or 1)

@@ -23,6 +23,25 @@ import torch
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+
+def load_cublaslt():
+    """mmaemu/_cublaslt.py without importing the mmaemu package.
+
+    The package's __init__ imports the C extension (_C), a build output that a fresh checkout
+    lacks while the build runs beside the GPU jobs; the cuBLASLt module needs only ctypes, so it
+    is loaded from its file. Where mmaemu is already imported, its own module is returned.
+    """
+    if "mmaemu._cublaslt" in sys.modules:
+        return sys.modules["mmaemu._cublaslt"]
+    if "mmaemu_cublaslt_standalone" not in sys.modules:
+        import importlib.util
+        spec = importlib.util.spec_from_file_location(
+            "mmaemu_cublaslt_standalone", os.path.join(REPO_ROOT, "mmaemu", "_cublaslt.py"))
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = mod
+        spec.loader.exec_module(mod)
+    return sys.modules["mmaemu_cublaslt_standalone"]
+
 FMT_DTYPE = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
 OUT_DTYPES = {
     "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16,
@@ -183,9 +202,12 @@ def platform_info(dry_run, cublaslt=None):
                 if k in os.environ},
     }
     if dry_run:
-        import mmaemu
         info["platform"] = "mmaemu CPU model (dry run, NOT hardware data)"
-        info["mmaemu"] = getattr(mmaemu, "__version__", "?")
+        try:
+            import mmaemu
+            info["mmaemu"] = getattr(mmaemu, "__version__", "?")
+        except ImportError as e:      # not built yet: the heuristic dry run needs no model
+            info["mmaemu"] = f"not importable ({e})"
         return info
     p = torch.cuda.get_device_properties(0)
     info.update({

@@ -140,7 +140,27 @@ def need(prov, key, table_id):
     return v
 
 
-def build_profiles(run, existing):
+def refuse_split_never_tables(run, existing):
+    """Takes out of the run each table whose profile never splits by rule (ws0: mmaemu/splitk.py)
+    but whose rows split: that table and its profile are refused, with the evidence; the rest of
+    the run goes in. Returns the messages."""
+    rules = {p["name"]: p["split_rule"] for p in existing["profiles"]}
+    refused = []
+    for name, (_, doc) in list(run["tables"].items()):
+        caller = doc.get("provenance", {}).get("caller")
+        if caller not in CALLERS or rules.get(CALLERS[caller][1]) != "never":
+            continue
+        split = [r for r in doc.get("rows", []) if (r.get("splits") or 1) > 1]
+        if split:
+            del run["tables"][name]
+            refused.append(f"table {doc.get('table_id')} REFUSED (not copied, no profile for caller "
+                           f"{caller!r}): {len(split)} of {len(doc.get('rows', []))} rows split with no "
+                           f"workspace, e.g. {json.dumps(split[0])}; the never-split rule of "
+                           f"{CALLERS[caller][1]} does not hold here: fix the model, then ingest again")
+    return refused
+
+
+def build_profiles(run, existing, refused_callers=()):
     """The three h200 profiles, from the tables' provenance and the hopper profiles' constants."""
     by_caller = {}
     for _, doc in run["tables"].values():
@@ -148,7 +168,7 @@ def build_profiles(run, existing):
         if caller in by_caller:
             raise IngestError(f"two tables for caller {caller!r}")
         by_caller[caller] = doc
-    missing = [c for c in CALLERS if c not in by_caller]
+    missing = [c for c in CALLERS if c not in by_caller and c not in refused_callers]
     if missing:
         raise IngestError(f"no split-K table for caller(s) {missing} (tables' provenance 'caller'); "
                           "rerun scripts/record_heuristics.py --caller ... for them")
@@ -163,6 +183,8 @@ def build_profiles(run, existing):
                                   f"not {capability}: the hopper preset does not apply")
     out = []
     for caller, (name, model) in CALLERS.items():
+        if caller not in by_caller:
+            continue                      # refused above, with its evidence
         doc, base = by_caller[caller], hopper[model]
         tid, prov = doc.get("table_id"), doc.get("provenance", {})
         gpu = need(prov, "gpu", tid)
@@ -171,12 +193,6 @@ def build_profiles(run, existing):
         if ws != base["workspace_bytes"]:
             raise IngestError(f"table {tid}: workspace {ws} bytes, but {model} (caller {caller}) uses "
                               f"{base['workspace_bytes']}")
-        if base["split_rule"] == "never":
-            # ws0 never splits by rule (mmaemu/splitk.py); the recorded table must agree
-            split = [r for r in doc.get("rows", []) if (r.get("splits") or 1) > 1]
-            if split:
-                raise IngestError(f"table {tid}: {len(split)} rows split with no workspace, e.g. "
-                                  f"{split[0]}; the never-split rule of {model} does not hold here")
         desc = (f"torch {need(prov, 'torch', tid)} torch._scaled_mm" if caller == "torch" else base["caller"])
         mib = f"{ws >> 20} MiB workspace"
         use = {"torch": f"torch._scaled_mm on an {short} ({sm} SMs, {mib})",
@@ -324,11 +340,15 @@ def main(argv=None):
         if dry and (not args.allow_dry_run or os.path.realpath(repo) == os.path.realpath(HERE_REPO)):
             raise IngestError(f"dry-run (CPU model) data, not hardware: {dry}; such data goes only into "
                               "another --repo, with --allow-dry-run")
-        plans = plan_copies(run, repo)
-        copies = check_overwrites(plans, args.force)
         prof_path = os.path.join(repo, "tables", "profiles.json")
         existing = load_json(prof_path)
-        merged, changed = merge_profiles(existing, build_profiles(run, existing), args.force)
+        tables_before = {n: d.get("provenance", {}).get("caller") for n, (_, d) in run["tables"].items()}
+        refused = refuse_split_never_tables(run, existing)
+        refused_callers = [c for n, c in tables_before.items() if n not in run["tables"]]
+        plans = plan_copies(run, repo)
+        copies = check_overwrites(plans, args.force)
+        merged, changed = merge_profiles(existing, build_profiles(run, existing, refused_callers),
+                                         args.force)
         text = profiles_text(merged)
         validate_with_loader(text, [doc for _, doc in run["tables"].values()])
         table = probe_table(run)
@@ -345,6 +365,8 @@ def main(argv=None):
         with open(os.path.join(args.out_dir, "probe_table.md"), "w") as f:
             f.write(table)
     print(table)
+    for msg in refused:
+        print(msg)
     for dest, _ in copies:
         print(f"{verb} {os.path.relpath(dest, repo)}")
     print(f"{verb} profiles {', '.join(changed)} in tables/profiles.json" if changed

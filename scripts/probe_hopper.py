@@ -27,9 +27,9 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _exactmodel as xm  # noqa: E402
-from _hwcommon import (REPO_ROOT, fp8_bytes_of, gen_fp8_bytes, make_backend, platform_info,  # noqa: E402
-                       want_dry_run, write_json, OUT_DTYPES)
-from mmaemu import _cublaslt  # noqa: E402
+from _hwcommon import (REPO_ROOT, fp8_bytes_of, gen_fp8_bytes, load_cublaslt, make_backend,  # noqa: E402
+                       platform_info, want_dry_run, write_json, OUT_DTYPES)
+_cublaslt = load_cublaslt()   # without mmaemu/__init__ (and its _C)
 
 F32 = np.float32
 
@@ -52,7 +52,7 @@ class Ctx:
         self.logging = False
         if self.lt is not None:
             try:
-                self.lt.start_log(mask=0x1F)
+                self.lt.start_log()
                 self.logging = True
             except Exception as e:  # noqa: BLE001
                 self.lt_reason = f"logger unavailable: {e}"

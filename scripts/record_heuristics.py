@@ -3,7 +3,7 @@
 
 For a caller's workspace (torch: 1 MiB, Transformer Engine: 32 MiB, or 0), asks
 `cublasLtMatmulAlgoGetHeuristic` (ctypes, with torch._scaled_mm's descriptor: see
-scripts/_cublaslt.py) what it picks for every shape of a grid (1 <= M <= 16384,
+mmaemu/_cublaslt.py) what it picks for every shape of a grid (1 <= M <= 16384,
 16 <= N <= 16384, 1024 <= K <= 4194304, K not a multiple of 128 included), writes
 tables/splitk/<table_id>.json with provenance, and derives the envelope: per K, the largest
 M*N that ever splits. A held-out set of random off-grid shapes then tests the envelope; the
@@ -24,11 +24,18 @@ workspace is set to the table's before CUDA starts) and compares the trace with 
 answer. --dry-run (automatic without CUDA) uses a synthetic heuristic and writes to a folder
 outside tables/splitk; such a table is marked synthetic and is not data.
 
+The sweep covers three format pairs and bf16/fp32/fp16 outputs, most used first (see plan()),
+until the table reaches --max-mib; the table is written before the held-out test, whose failure
+is recorded in the envelope's note. Run on the GPU by scripts/h200_ground_truth.sh (command 1
+of docs/hardware_validation.md, "Running it").
+
 Usage:  python scripts/record_heuristics.py --caller torch|te|ws0 --out tables/splitk
-        [--budget-s 120] [--cross-check 40] [--dry-run]
+        [--budget-s 120] [--max-mib 5] [--pairs e4m3xe4m3,...] [--outs bfloat16,...]
+        [--cross-check 40] [--dry-run]
 """
 import argparse
 import datetime
+import json
 import os
 import random
 import sys
@@ -60,8 +67,8 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from mmaemu import _cublaslt  # noqa: E402
-from _hwcommon import platform_info, refuse_hw_folder_for_dry_run, want_dry_run  # noqa: E402
+from _hwcommon import load_cublaslt, platform_info, refuse_hw_folder_for_dry_run, want_dry_run  # noqa: E402
+_cublaslt = load_cublaslt()   # without mmaemu/__init__ (and its _C)
 
 M_GRID = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048,
           3072, 4096, 6144, 8192, 12288, 16384]
@@ -72,15 +79,50 @@ K_GRID = sorted(set([int(1024 * 2 ** (i / 2)) // 16 * 16 for i in range(25)] +
 
 
 def grid(quick):
+    """(coarse, fine): the power-of-two shapes of the grid, then the rest shuffled, so that a
+    truncated sweep still covers the whole range."""
     if quick:
-        return [(M, N, K) for M in (1, 16, 128) for N in (16, 128) for K in (1024, 8192, 65536)]
+        return [(M, N, K) for M in (1, 16, 128) for N in (16, 128) for K in (1024, 8192, 65536)], []
     coarse, fine = [], []
     for K in K_GRID:
         for M in M_GRID:
             for N in N_GRID:
                 (coarse if (M & (M - 1) == 0 and N & (N - 1) == 0 and K & (K - 1) == 0) else fine).append((M, N, K))
-    random.Random(1234).shuffle(fine)     # a truncated sweep still covers the whole range
-    return coarse + fine
+    random.Random(1234).shuffle(fine)
+    return coarse, fine
+
+
+# Format pairs and output dtypes of the sweep, most used first: torch's default (bf16 out) and
+# fp32 out on E4M3 x E4M3, then the mixed pairs, then fp16 out.
+PAIRS = [("e4m3", "e4m3"), ("e4m3", "e5m2"), ("e5m2", "e4m3")]
+OUTS = ["bfloat16", "float32", "float16"]
+# One query costs about 57 us on an H200 (ctypes + cublasLtMatmulAlgoGetHeuristic; the figure
+# that sized this plan, to be confirmed by the sweep's own "seconds"), so the whole plan below
+# (~90,000 queries) takes ~5 s: time does not bound it, the file does. A row is ~200 bytes, and
+# three tables travel back in one run (at most 16 MiB a file): rows stop at --max-mib (5 MiB,
+# ~26,000 rows), and the plan puts the rows that matter most first.
+
+
+def sparse(shapes):
+    """The power-of-four M and N of the coarse grid, every K: for the less used settings."""
+    return [(M, N, K) for (M, N, K) in shapes if M.bit_length() % 2 == 1 and N.bit_length() % 2 == 1]
+
+
+def plan(quick, pairs, outs):
+    """[(stage name, [(pair, out)], shapes)] in the order the sweep runs them: the first pair
+    with the first two outputs on the coarse grid, the other settings on its sparse part, then
+    the first pair's fine grid."""
+    coarse, fine = grid(quick)
+    first = [(pairs[0], o) for o in outs[:2]]
+    rest = [(p, o) for p in pairs for o in outs if (p, o) not in first]
+    name = ", ".join(f"{p[0]}x{p[1]}->{o}" for p, o in first)
+    stages = [(f"coarse: {name}", first, coarse)]
+    if rest:
+        stages.append(("sparse: " + ", ".join(f"{p[0]}x{p[1]}->{o}" for p, o in rest), rest,
+                       coarse if quick else sparse(coarse)))
+    if fine:
+        stages.append((f"fine: {name}", first, fine))
+    return stages
 
 
 # Row keys use mmaemu's dtype names (mmaemu/splitk.py looks rows up by them); --outs takes torch's.
@@ -101,7 +143,7 @@ def row_of(M, N, K, fa, fb, out, fast, h):
               "algo": h.get("algo"), "tile": h.get("tile"), "custom_option": h.get("custom_option"),
               "note": (f"{red} stages={h.get('stages')} cluster={h.get('cluster_shape')} "
                        f"inner={h.get('inner_shape')} swizzle={h.get('cta_swizzling')} "
-                       f"ws={h.get('workspace_bytes_needed')} waves={h.get('waves'):.3g}")
+                       f"ws={h.get('workspace_bytes_needed')} waves={h.get('waves') or 0:.3g}")
               + ("; SYNTHETIC (dry run)" if h.get("synthetic") else "")})
     return r
 
@@ -127,7 +169,6 @@ def bound_for(bounds, K):
 
 def write_table(path, doc):
     """JSON with one row per line: readable diffs, about a third of an indented file."""
-    import json
     os.makedirs(os.path.dirname(os.path.abspath(path)) or ".", exist_ok=True)
     head = {k: v for k, v in doc.items() if k != "rows"}
     text = json.dumps(head, indent=1)
@@ -146,8 +187,11 @@ def main(argv=None):
     ap.add_argument("--workspace-bytes", type=int, default=None, help="overrides the caller's")
     ap.add_argument("--out", default="tables/splitk")
     ap.add_argument("--table-id", default=None)
-    ap.add_argument("--pairs", default="e4m3xe4m3", help="comma list, e.g. e4m3xe4m3,e4m3xe5m2")
-    ap.add_argument("--outs", default="bfloat16", help="comma list of output dtypes")
+    ap.add_argument("--pairs", default=",".join(f"{a}x{b}" for a, b in PAIRS),
+                    help="comma list, most important first (the first is swept densest)")
+    ap.add_argument("--outs", default=",".join(OUTS), help="comma list of output dtypes, likewise")
+    ap.add_argument("--max-mib", type=float, default=5.0,
+                    help="stop adding rows at this table size (three tables stay under 16 MiB)")
     ap.add_argument("--budget-s", type=float, default=120.0, help="wall time for the sweep")
     ap.add_argument("--heldout", type=int, default=3000, help="random off-grid shapes for the test")
     ap.add_argument("--cross-check", type=int, default=0, help="shapes to compare with torch's trace")
@@ -170,27 +214,59 @@ def main(argv=None):
         sc = torch.ones(2, device="cuda")
         ptrs = (sc.data_ptr(), sc.data_ptr() + 4)
     t0 = time.time()
-    rows, shapes_done, complete = [], 0, True
-    for (M, N, K) in grid(args.quick):
-        if time.time() - t0 > args.budget_s:
-            complete = False
-            break
-        for fa, fb in pairs:
-            for out in outs:
+    rows, shapes_done, complete, stages_done = [], 0, True, []
+    size, max_bytes = 0, int(args.max_mib * (1 << 20)) - 4096     # 4 KiB for the head
+    for stage, combos, shapes in plan(args.quick, pairs, outs):
+        for (M, N, K) in shapes:
+            if time.time() - t0 > args.budget_s or size + 2 * len(combos) * 250 > max_bytes:
+                complete = False
+                break
+            for (fa, fb), out in combos:
                 for fast in (True, False):
                     try:
                         h = lt.heuristic(M, N, K, fa, fb, out, fast, ws, scale_ptrs=ptrs)
                     except Exception as e:  # noqa: BLE001
                         h = {"error": f"{type(e).__name__}: {e}"}
                     rows.append(row_of(M, N, K, fa, fb, out, fast, h))
-        shapes_done += 1
+                    size += len(json.dumps(rows[-1], separators=(",", ":"))) + 2
+            shapes_done += 1
+        if not complete:
+            break
+        stages_done.append(stage)
     sweep_s = time.time() - t0
     bounds = envelope(rows)
+    version = "synthetic" if dry else lt.version_string().split()[0]
+    gpu = "dryrun" if dry else info["gpu"].replace("NVIDIA ", "").replace(" ", "").lower()
+    table_id = args.table_id or f"heur_{gpu}_lt{version}_{args.caller}" + ("_DRYRUN" if dry else "")
+    path = os.path.join(args.out, f"{table_id}.json")
+    doc = table_doc(args, dry, info, ws, version, table_id, rows, bounds, complete, shapes_done,
+                    sweep_s, stages_done, held=0, viol=0, examples=[], held_error="not run yet")
+    write_table(path, doc)                # the sweep is on disk before anything else can fail
     # held-out test: random off-grid shapes must not split above the bound of their K
+    held, viol, examples, held_error = 0, 0, [], None
+    try:
+        held, viol, examples = heldout(lt, args, pairs, outs, ws, ptrs, bounds, bool(stages_done))
+    except Exception as e:  # noqa: BLE001
+        held_error = f"{type(e).__name__}: {e}"
+    doc = table_doc(args, dry, info, ws, version, table_id, rows, bounds, complete, shapes_done,
+                    sweep_s, stages_done, held, viol, examples, held_error)
+    write_table(path, doc)
+    splits = sum(1 for r in rows if (r["splits"] or 1) > 1)
+    print(f"record_heuristics: {path}: {shapes_done} shapes, {len(rows)} rows, {splits} split, "
+          f"sweep {'complete' if complete else 'INCOMPLETE'} in {sweep_s:.1f} s, held-out {held} "
+          f"({viol} violations{', ' + held_error if held_error else ''})")
+    if args.cross_check and not dry:
+        cross_check(lt, ws, args.cross_check, pairs[0], outs[0], path, doc)
+    return 0
+
+
+def heldout(lt, args, pairs, outs, ws, ptrs, bounds, swept):
+    """(tested, violations, examples): random off-grid shapes against the envelope (once the
+    first stage of the sweep is complete)."""
     rng = random.Random(987)
     held, viol, examples = 0, 0, []
     t1 = time.time()
-    for _ in range(args.heldout if complete else 0):
+    for _ in range(args.heldout if swept else 0):
         if time.time() - t1 > min(20.0, max(5.0, args.budget_s * 0.2)):
             break
         K = rng.randint(1024 // 16, 4194304 // 16) * 16 if rng.random() < 0.5 else \
@@ -208,10 +284,12 @@ def main(argv=None):
             viol += 1
             if len(examples) < 10:
                 examples.append({"M": M, "N": N, "K": K, "fast_accum": fast, "splits": h["splits"], "bound": b})
-    version = "synthetic" if dry else lt.version_string().split()[0]
-    gpu = "dryrun" if dry else info["gpu"].replace("NVIDIA ", "").replace(" ", "").lower()
-    table_id = args.table_id or f"heur_{gpu}_lt{version}_{args.caller}" + ("_DRYRUN" if dry else "")
-    doc = {
+    return held, viol, examples
+
+
+def table_doc(args, dry, info, ws, version, table_id, rows, bounds, complete, shapes_done, sweep_s,
+              stages_done, held, viol, examples, held_error):
+    return {
         "table_id": table_id,
         "provenance": {
             "gpu": info.get("gpu", "none (dry run)"), "sm_count": info.get("sm_count"),
@@ -229,36 +307,32 @@ def main(argv=None):
                            **_cublaslt.SCHEME_TO_MMAEMU},
         "sweep": {"complete": complete, "shapes": shapes_done, "rows": len(rows),
                   "seconds": round(sweep_s, 1), "pairs": args.pairs, "outs": args.outs,
+                  "stages_done": stages_done, "max_mib": args.max_mib,
                   "M_range": [1, 16384], "N_range": [16, 16384], "K_range": [1024, 4194304]},
         "rows": rows,
         "envelope": {
             "bounds": bounds,
-            "validated": bool(complete and held >= 500 and viol == 0 and not dry),
+            "validated": bool(stages_done and held >= 500 and viol == 0 and not dry and not held_error),
             "note": (f"per K, the largest M*N with splits > 1 over the sweep (both accumulation modes, "
                      f"{args.pairs}, {args.outs}); held-out test: {held} random off-grid shapes, "
                      f"{viol} split with M*N above the larger bound of the grid K values around their K"
-                     + ("" if complete else "; sweep INCOMPLETE (time budget): envelope not validated")
+                     + ("" if complete else f"; sweep INCOMPLETE (time or size budget): stages done "
+                                            f"{stages_done}" + ("" if stages_done else ", envelope not validated"))
+                     + (f"; held-out test failed: {held_error}" if held_error else "")
                      + ("; SYNTHETIC dry run" if dry else "")),
             "heldout_violations": examples,
         },
     }
-    path = os.path.join(args.out, f"{table_id}.json")
-    write_table(path, doc)
-    splits = sum(1 for r in rows if (r["splits"] or 1) > 1)
-    print(f"record_heuristics: {path}: {shapes_done} shapes, {len(rows)} rows, {splits} split, "
-          f"sweep {'complete' if complete else 'INCOMPLETE'} in {sweep_s:.1f} s, held-out {held} "
-          f"({viol} violations)")
-    if args.cross_check and not dry:
-        cross_check(lt, ws, args.cross_check, pairs[0], outs[0], path, doc)
-    return 0
 
 
 def cross_check(lt, ws, n, pair, out, path, doc):
     """Runs n shapes through torch._scaled_mm with the trace on; compares with the ctypes answer."""
     env_ws = os.environ.get("CUBLASLT_WORKSPACE_SIZE")
-    lt.start_log(mask=0x1F)
-    split_rows = [r for r in doc["rows"] if (r["splits"] or 1) > 1]
-    other = [r for r in doc["rows"] if (r["splits"] or 1) == 1]
+    lt.start_log()
+    mine = [r for r in doc["rows"] if (r["fmt_a"], r["fmt_b"]) == tuple(pair)
+            and r["out_dtype"] == OUT_NAMES.get(out, out)]
+    split_rows = [r for r in mine if (r["splits"] or 1) > 1]
+    other = [r for r in mine if (r["splits"] or 1) == 1]
     rng = random.Random(5)
     pick = rng.sample(split_rows, min(len(split_rows), n // 2))
     pick += rng.sample(other, min(len(other), n - len(pick)))

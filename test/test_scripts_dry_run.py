@@ -218,7 +218,7 @@ def test_h200_script_rehearsal(rehearsal):
     tmp_path, r = rehearsal
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert (tmp_path / "out" / "ground_truth.tar.gz").exists()
-    summary = (tmp_path / "out" / "summary.txt").read_text()
+    summary = (tmp_path / "out" / "gt_summary.txt").read_text()
     assert "P0" in summary and "table heur_dryrun" in summary and "goldens h200_torch.json" in summary
     assert "Traceback" not in summary
 
@@ -347,7 +347,7 @@ def test_ingest_h200_synthetic_run(tmp_path, monkeypatch, capsys):
     assert "edited" not in prof.read_text()
 
 
-def test_ingest_h200_refuses_bad_runs(tmp_path):
+def test_ingest_h200_refuses_bad_runs(tmp_path, capsys):
     repo = _scratch_repo(tmp_path / "repo")
     # missing provenance: no profile is made up
     run = _synthetic_run(tmp_path / "w")
@@ -363,14 +363,23 @@ def test_ingest_h200_refuses_bad_runs(tmp_path):
     with pytest.raises(SystemExit, match="outside"):
         ingest_h200.main([str(_pack(run, tmp_path / "o2", [("../evil.json", b"{}")])), "--repo", str(repo)])
     assert not (tmp_path / "evil.json").exists()
-    # a ws0 table that splits contradicts the never-split rule
+    # a ws0 table that splits contradicts the never-split rule: that table alone is refused
     run = _synthetic_run(tmp_path / "w3")
     tpath = run / "tables" / "heur_h200_lt12.9.1.4_ws0.json"
     doc = json.loads(tpath.read_text())
     doc["rows"][0].update(splits=2, scheme="contiguous")
     record_heuristics.write_table(str(tpath), doc)
-    with pytest.raises(SystemExit, match="never-split rule"):
-        ingest_h200.main([str(_pack(run, tmp_path / "o3")), "--repo", str(repo)])
+    repo3 = _scratch_repo(tmp_path / "repo3")
+    assert ingest_h200.main([str(_pack(run, tmp_path / "o3")), "--repo", str(repo3)]) == 0
+    said = capsys.readouterr().out
+    assert "heur_h200_lt12.9.1.4_ws0 REFUSED" in said and "never-split rule" in said
+    assert '"K": 65536' in said and "1 of 1 rows split" in said          # the evidence
+    assert not (repo3 / "tables" / "splitk" / "heur_h200_lt12.9.1.4_ws0.json").exists()
+    for caller in ("torch", "te"):
+        assert (repo3 / "tables" / "splitk" / f"heur_h200_lt12.9.1.4_{caller}.json").exists()
+    assert (repo3 / "test" / "data" / "hw_goldens" / "h200_torch.json").exists()
+    names = [p["name"] for p in json.loads((repo3 / "tables" / "profiles.json").read_text())["profiles"]]
+    assert "h200" in names and "h200-te" in names and "h200-ws0" not in names
     # dry-run data never lands in this repository
     run = _synthetic_run(tmp_path / "w4")
     gpath = run / "goldens" / "h200_torch.json"
