@@ -7,7 +7,8 @@
  *    reference's order, so the bits depend neither on the thread count nor on which kernel
  *    (portable, AVX2, AVX-512, wide) runs.
  *  - Splits, their fp32 reduction and the epilogue use the header code (mm_split_chunk, the
- *    same float adds as mm_dot, mm_epilogue, mm_store).
+ *    same float adds as mm_dot, mm_epilogue, mm_store). The round-robin split layout (the ada
+ *    preset with S > 1) is computed by the reference itself.
  *  - An output whose row of A or column of B holds a NaN or Inf code is computed by
  *    mm_gemm_element, the reference itself (the kernels see those codes as zeros).
  *
@@ -553,6 +554,9 @@ int mmaemu_gemm_cpu(const mm_gemm* g, int threads) {
     if (g->M == 0 || g->N == 0) return MM_OK;
     /* K = 0: every output is the epilogue of +0, and the operands may be NULL. */
     if (g->K == 0) return mmaemu_gemm_reference(g);
+    /* The round-robin split layout (ada) has no tile-kernel form yet: the reference computes it,
+     * so the bits are the reference's (slow: one output at a time, one thread). */
+    if (g->splits > 1 && g->preset.split_rr_tile > 0) return mmaemu_gemm_reference(g);
 
     mm_cpu_job* job = calloc(1, sizeof(mm_cpu_job));
     if (!job) return MM_ERR_NO_MEMORY;

@@ -15,6 +15,7 @@ from . import errors
 from .backends import resolve as resolve_backend
 from .profiles import get_preset, get_profile
 from .splitk import DTYPE_NAMES, SplitDecision, decide
+from .validation import validate_split_plan
 
 EPILOGUE_ORDERS = {"H1": 0, "H2": 1, "H3": 2}
 
@@ -63,6 +64,7 @@ def build_plan(M, N, K, fmt_a, fmt_b, out_dtype, fast, *, profile=None, backend=
                       f"profile {prof.name!r} (preset {preset.name!r}) is experimental: "
                       f"{preset.evidence}"))
     split, split_warns = decide(prof, M, N, K, fmt_a, fmt_b, out_dtype, fast, splitk)
+    validate_split_plan(preset, prof.name, split.S or 1, split.scheme)
     warns += split_warns
     device = torch.device(device_type, device_index) if device_index is not None \
         else torch.device(device_type)
