@@ -287,13 +287,19 @@ def _check_leading_dimensions(named):
     operand, the columns of a column-major one) must be a multiple of 16 bytes for the FP8
     kernels (cuBLAS docs, FP8 requirements). Validated on RTX 4060 recordings: a mat1 with
     leading dimension K + 1 is refused by torch 2.7.1 (CUBLAS_STATUS_NOT_SUPPORTED), K + 16
-    runs; for mat2 the same rule is inferred. Operands with one row (or column) are not
-    checked: their stride is not a leading dimension cuBLASLt steps over."""
+    runs, and so for mat2 (K + 1 refused). Operands with one row or column are not checked:
+    torch picks their leading dimension itself."""
     for name, t in named:
-        ld_dim = 0 if t.stride(1) == 1 else 1   # the dimension whose stride is the ld
-        if t.shape[ld_dim] < 2:
-            continue
-        ld_bytes = t.stride(ld_dim) * t.element_size()
+        (s0, s1), (n0, n1) = t.stride(), t.shape
+        if n0 < 2 or n1 < 2:
+            continue                    # one row or column: torch picks the leading dimension
+        if s1 == 1 and s0 >= max(1, n1):
+            ld = s0                     # row-major as it is
+        elif s0 == 1 and s1 >= max(1, n0):
+            ld = s1                     # column-major as it is
+        else:
+            continue                    # torch passes a contiguous copy
+        ld_bytes = ld * t.element_size()
         if ld_bytes % 16:
             raise ReferenceRejectsError(
                 f"{name} has a leading dimension of {ld_bytes} bytes, not a multiple of 16: "
