@@ -172,8 +172,13 @@ MMAEMU_HD int mm_split_plan_known(int32_t splits, int32_t scheme, const mm_prese
 MMAEMU_HD float mm_rr_dot(const uint8_t* a, const uint8_t* b, int fa, int fb, int64_t K, int fast,
                           int32_t splits, int32_t scheme, const mm_preset* p) {
     float part[MM_RR_MAX_SPLITS];
+    if (splits > MM_RR_MAX_SPLITS) return mm_bits_f32(MM_F32_NAN_BITS); /* refused by the plan check */
     for (int32_t s = 0; s < splits; s++) part[s] = mm_rr_slice_acc(a, b, fa, fb, K, s, splits, fast, p);
-    if (scheme == MM_SCHEME_PAIRWISE) return mm_reduce_program(part, 1, mm_rr_pairwise_order(splits));
+    if (scheme == MM_SCHEME_PAIRWISE) {
+        const char* order = mm_rr_pairwise_order(splits);
+        /* refused by mmaemu_gemm_check; NaN rather than a guess if called around it */
+        return order ? mm_reduce_program(part, 1, order) : mm_bits_f32(MM_F32_NAN_BITS);
+    }
     float r = part[0];
     for (int32_t s = 1; s < splits; s++) r = r + part[s];
     return r;
