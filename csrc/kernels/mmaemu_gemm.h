@@ -122,7 +122,7 @@ MMAEMU_HD const char* mm_rr_pairwise_order(int32_t splits) {
 
 /* The reduction of partials p[s * stride] by a postfix program of mm_rr_pairwise_order. */
 MMAEMU_HD float mm_reduce_program(const float* p, int64_t stride, const char* prog) {
-    float stack[16];
+    float stack[16] = {0.0f};
     int top = 0;
     for (const char* c = prog; *c; c++) {
         if (*c == '+') { top--; stack[top - 1] = stack[top - 1] + stack[top]; continue; }
