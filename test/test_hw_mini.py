@@ -7,32 +7,18 @@ hardware refused. Each recorded output must match mmaemu's bits (or exception cl
 backend and SIMD path; an output that needs something mmaemu refuses (or an input the
 recording does not hold) is skipped with its reason, and the counts are printed.
 """
-import os
-from contextlib import contextmanager
 
 import pytest
 import torch
 
 import hw_mini
 import mmaemu
+from test_cpu_backend import simd_path
 
 # The reasons an output may be skipped for. Anything else is a failure of the replay itself.
 ALLOWED_SKIPS = ("out= argument", "autograd through the scales", "bias values not recorded",
                  "row-wise scale values not recorded", "refused by mmaemu: UnsupportedFeatureError",
                  "computed by mmaemu; no hardware output")
-
-
-@contextmanager
-def simd_path(name):
-    old = os.environ.get("MMAEMU_CPU_SIMD")
-    os.environ["MMAEMU_CPU_SIMD"] = name
-    try:
-        yield
-    finally:
-        if old is None:
-            del os.environ["MMAEMU_CPU_SIMD"]
-        else:
-            os.environ["MMAEMU_CPU_SIMD"] = old
 
 
 def _paths():
