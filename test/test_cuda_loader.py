@@ -118,7 +118,8 @@ lib = backends._c()
 
 class Preset(ctypes.Structure):
     _fields_ = [("block", ctypes.c_int32), ("frac", ctypes.c_int32), ("keep", ctypes.c_int32),
-                ("promote_blocks", ctypes.c_int32)]
+                ("promote_blocks", ctypes.c_int32), ("c_late", ctypes.c_int32),
+                ("split_rr_tile", ctypes.c_int32)]
 
 class Gemm(ctypes.Structure):
     _fields_ = [("a", ctypes.c_void_p), ("b", ctypes.c_void_p), ("out", ctypes.c_void_p),
