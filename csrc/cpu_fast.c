@@ -7,7 +7,9 @@
  *    reference's order, so the bits depend neither on the thread count nor on which kernel
  *    (portable, AVX2, AVX-512, wide) runs.
  *  - Splits, their fp32 reduction and the epilogue use the header code (mm_split_chunk, the
- *    same float adds as mm_dot, mm_epilogue, mm_store).
+ *    same float adds as mm_dot, mm_epilogue, mm_store). The round-robin split layout (the ada
+ *    preset with S > 1) chains each slice's tiles with the kernel (tile_dot_round_robin); with
+ *    a K beyond the decode budgets it is computed by the reference itself.
  *  - An output whose row of A or column of B holds a NaN or Inf code is computed by
  *    mm_gemm_element, the reference itself (the kernels see those codes as zeros).
  *
@@ -263,6 +265,51 @@ static void reduce_result(int32_t scheme, int32_t splits, const float* red, floa
     }
 }
 
+/* The round-robin split layout (mm_rr_dot): slice s is its tiles of split_rr_tile k in
+ * ascending k. Its pieces are chained by the kernel in fast mode (resume continues the chain
+ * across tiles), and without fast accumulation each chain ends every promotion interval of the
+ * slice's sequence and is added into the slice's fp32 main accumulator: mm_rr_slice_acc's
+ * steps. The partials are reduced as mm_rr_dot does (serial, or the recorded pairwise order).
+ * red: 32 slots of n floats (pairwise partials in slots 0..S-1 <= 5, chain 30, main 31). */
+static void tile_dot_round_robin(const mm_cpu_job* job, const int32_t* a, const int32_t* panel,
+                                 float* acc, float* part, float* red) {
+    const mm_gemm* g = job->g;
+    const int n = job->kern->mr * job->kern->w;
+    const int64_t as = 2 * g->K, T = g->preset.split_rr_tile, S = g->splits;
+    const int fast = job->plan.fast;
+    const int64_t interval = fast ? ((int64_t)1 << 62) : (int64_t)g->preset.block * g->preset.promote_blocks;
+    mm_cpu_plan chain_plan = job->plan;
+    chain_plan.fast = 1;
+    float *chain = red + 30 * (int64_t)n, *main_acc = red + 31 * (int64_t)n;
+    const char* order = g->scheme == MM_SCHEME_PAIRWISE ? mm_rr_pairwise_order(g->splits) : NULL;
+    for (int32_t s = 0; s < S; s++) {
+        int64_t pos = 0;
+        int open = 0;
+        for (int i = 0; i < n; i++) main_acc[i] = 0.0f;
+        for (int64_t k0 = (int64_t)s * T; k0 < g->K; k0 += S * T) {
+            const int64_t k1 = g->K - k0 < T ? g->K : k0 + T;
+            for (int64_t k = k0; k < k1;) {
+                const int64_t room = interval - pos % interval;
+                const int64_t end = k1 - k < room ? k1 : k + room;
+                job->tile(&chain_plan, a, as, panel, k, end, chain, open);
+                open = 1;
+                pos += end - k;
+                k = end;
+                if (!fast && pos % interval == 0) {
+                    for (int i = 0; i < n; i++) main_acc[i] = main_acc[i] + chain[i];
+                    open = 0;
+                }
+            }
+        }
+        float* dst = order ? red + (int64_t)s * n : part;
+        for (int i = 0; i < n; i++)
+            dst[i] = fast ? (open ? chain[i] : 0.0f) : (open ? main_acc[i] + chain[i] : main_acc[i]);
+        if (!order) for (int i = 0; i < n; i++) acc[i] = s == 0 ? part[i] : acc[i] + part[i];
+    }
+    if (order)
+        for (int i = 0; i < n; i++) acc[i] = mm_reduce_program(red + i, n, order);
+}
+
 /* The reduced accumulators of one tile (mm_dot over the splits) into acc; red: 31 slots of n
  * floats for the split reduction. */
 static void tile_dot(const mm_cpu_job* job, const int32_t* a, const int32_t* panel, float* acc,
@@ -272,6 +319,10 @@ static void tile_dot(const mm_cpu_job* job, const int32_t* a, const int32_t* pan
     const int64_t as = 2 * g->K;
     if (g->splits <= 1) {
         job->tile(&job->plan, a, as, panel, 0, g->K, acc, 0);
+        return;
+    }
+    if (g->preset.split_rr_tile > 0) {
+        tile_dot_round_robin(job, a, panel, acc, part, red);
         return;
     }
     const int64_t chunk = mm_split_chunk(g->K, g->splits);
@@ -572,6 +623,12 @@ int mmaemu_gemm_cpu(const mm_gemm* g, int threads) {
     const int mr = job->kern->mr, w = job->kern->w;
     const int whole = (int64_t)4 * MM_CPU_PANEL_STRIDE(w) * g->K <= MM_CPU_PANEL_BUDGET &&
                       (int64_t)8 * mr * g->K <= MM_CPU_A_BUDGET;
+    /* The round-robin split layout runs on whole-K tiles (tile_dot_round_robin); a K too long
+     * for the decode budgets with it is computed by the reference (no streamed form yet). */
+    if (!whole && g->splits > 1 && g->preset.split_rr_tile > 0) {
+        free(job);
+        return mmaemu_gemm_reference(g);
+    }
     /* A streamed split state resumes on a block boundary (fast: one chain) or on a promotion
      * interval boundary (its chain restarts there); a segment holds at least one. */
     const int64_t unit = job->plan.fast ? g->preset.block : (int64_t)g->preset.block * g->preset.promote_blocks;

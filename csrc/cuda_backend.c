@@ -890,6 +890,8 @@ static int kernel_accepts(const kernel_desc* k, const mm_gemm* g) {
     }
     if ((g->M + k->tile - 1) / k->tile > 65535)
         return fail(MM_ERR_UNAVAILABLE, "%s: M = %lld rows exceed its grid", k->name, (long long)g->M);
+    if (g->splits > 1 && p->split_rr_tile > 0)
+        return fail(MM_ERR_UNAVAILABLE, "%s computes contiguous split slices only (the preset deals %d-k tiles round-robin: the reference kernel computes it)", k->name, (int)p->split_rr_tile);
     return MM_OK;
 }
 

@@ -15,6 +15,7 @@ from . import errors
 from .backends import resolve as resolve_backend
 from .profiles import get_preset, get_profile
 from .splitk import DTYPE_NAMES, SplitDecision, decide, parse_splitk
+from .validation import validate_split_plan
 
 EPILOGUE_ORDERS = {"H1": 0, "H2": 1, "H3": 2, "rowwise": 3, "rowwise_t": 4}
 
@@ -79,6 +80,7 @@ def build_plan(M, N, K, fmt_a, fmt_b, out_dtype, fast, *, profile=None, backend=
         split, epilogue, kernel = rowwise_decision(prof, M, N, splitk)
     else:
         split, split_warns = decide(prof, M, N, K, fmt_a, fmt_b, out_dtype, fast, splitk)
+        validate_split_plan(preset, prof.name, split.S or 1, split.scheme)
         warns += split_warns
         if bias is not None:
             kernel = BIAS_NOTE

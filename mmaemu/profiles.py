@@ -34,6 +34,10 @@ class Preset:
     promote_k: int
     c_late: int
     evidence: str
+    # The split-K layout of the library kernels the preset stands for: 0 = contiguous slices on
+    # the 128-k grain (H100 cuBLASLt), > 0 = tiles of this many k dealt round-robin to the
+    # slices (RTX 4060 cuBLASLt). csrc/kernels/mmaemu_presets.h holds the same value.
+    split_rr_tile: int = 0
 
 
 @dataclass(frozen=True)

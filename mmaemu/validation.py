@@ -272,9 +272,8 @@ def _check_cublas_operand_types(name_a, a, name_b, b):
 def _check_alignment(named):
     """cuBLASLt's FP8 kernels need 16-byte aligned operand pointers (cuBLAS docs, FP8
     requirements; pytorch issue #141749: an E4M3 operand starting 1 byte into its allocation
-    makes torch 2.5.1 raise CUBLAS_STATUS_NOT_SUPPORTED from cublasLtMatmul). Allocations are
-    aligned on every device, so the storage offset decides. Leading dimensions are not checked:
-    torch allows any (PR #108308 relaxed them; cited, not validated on hardware)."""
+    makes torch 2.5.1 raise CUBLAS_STATUS_NOT_SUPPORTED from cublasLt). Allocations are
+    aligned on every device, so the storage offset decides."""
     for name, t in named:
         offset_bytes = t.storage_offset() * t.element_size()
         if offset_bytes % 16:
@@ -283,6 +282,32 @@ def _check_alignment(named):
                 "of 16: cuBLASLt's FP8 kernels need 16-byte aligned operands (torch 2.7.1 "
                 "raises CUBLAS_STATUS_NOT_SUPPORTED from cublasLt). Pass a copy "
                 "(.contiguous() of a transposed weight: .t().contiguous().t()) instead.")
+
+
+def _check_leading_dimensions(named):
+    """The leading dimension cuBLASLt gets (the stride between the rows of a row-major
+    operand, the columns of a column-major one) must be a multiple of 16 bytes for the FP8
+    kernels (cuBLAS docs, FP8 requirements). Validated on RTX 4060 recordings: a mat1 with
+    leading dimension K + 1 is refused by torch 2.7.1 (CUBLAS_STATUS_NOT_SUPPORTED), K + 16
+    runs, and so for mat2 (K + 1 refused). Operands with one row or column are not checked:
+    torch picks their leading dimension itself."""
+    for name, t in named:
+        (s0, s1), (n0, n1) = t.stride(), t.shape
+        if n0 < 2 or n1 < 2:
+            continue                    # one row or column: torch picks the leading dimension
+        if s1 == 1 and s0 >= max(1, n1):
+            ld = s0                     # row-major as it is
+        elif s0 == 1 and s1 >= max(1, n0):
+            ld = s1                     # column-major as it is
+        else:
+            continue                    # torch passes a contiguous copy
+        ld_bytes = ld * t.element_size()
+        if ld_bytes % 16:
+            raise ReferenceRejectsError(
+                f"{name} has a leading dimension of {ld_bytes} bytes, not a multiple of 16: "
+                "cuBLASLt's FP8 kernels need 16-byte aligned leading dimensions (torch 2.7.1 "
+                "raises CUBLAS_STATUS_NOT_SUPPORTED from cublasLtMatmulAlgoGetHeuristic). "
+                "Pass a contiguous copy instead.")
 
 
 def _check_out_dtype_supported(out_dtype, a_dtype, b_dtype):
@@ -419,6 +444,7 @@ def validate_scaled_mm(mat1, mat2, scale_a, scale_b, bias=None, scale_result=Non
         _check_cublas_operand_types("mat1", mat1, "mat2", mat2)
         _check_out_dtype_supported(out_dtype, mat1.dtype, mat2.dtype)
         _check_alignment((("mat1", mat1), ("mat2", mat2)))
+        _check_leading_dimensions((("mat1", mat1), ("mat2", mat2)))
 
     # torch 2.7.1 would run everything below: mmaemu does not.
     if bias is not None and scaling != "rowwise" and not empty and not bias.is_contiguous():
@@ -530,3 +556,29 @@ def validate_mma(a, b, c, block):
     _require_no_grad(fn, named)
     return ValidatedMma(n=n, K=K, fmt_a=_FP8_FORMATS[a.dtype], fmt_b=_FP8_FORMATS[b.dtype],
                         device=a.device)
+
+
+# ---------------------------------------------------------------------------------------------
+# split plans
+
+# The split counts whose pairwise reduction order is recorded for the round-robin split layout
+# (RTX 4060 cuBLASLt; csrc/kernels/mmaemu_gemm.h, mm_rr_pairwise_order, holds the orders).
+RR_PAIRWISE_ORDERS = (2, 3, 4, 6)
+RR_MAX_SPLITS = 64   # MM_RR_MAX_SPLITS
+
+
+def validate_split_plan(preset, profile_name, S, scheme):
+    """Refuses a split the preset's layout has no recorded arithmetic for, instead of guessing."""
+    if S <= 1 or not preset.split_rr_tile:
+        return
+    if S > RR_MAX_SPLITS:
+        raise UnsupportedFeatureError(
+            f"split-K S={S} on profile {profile_name!r}: the round-robin split layout of the "
+            f"{preset.name!r} preset is computed for S <= {RR_MAX_SPLITS}")
+    if scheme == "pairwise" and S not in RR_PAIRWISE_ORDERS:
+        known = ", ".join(str(s) for s in RR_PAIRWISE_ORDERS)
+        raise UnsupportedFeatureError(
+            f"splitk=({S}, 'pairwise') on profile {profile_name!r}: the order in which the "
+            f"RTX 4060's cuBLASLt adds {S} pairwise partials is not recorded (known for S = "
+            f"{known}); mmaemu refuses rather than guess. (S, 'serial') and splitk=1 are "
+            "computed (docs/semantics.md)")

@@ -55,9 +55,12 @@ int main(int argc, char** argv) {
             g.preset.keep = 1 + (int32_t)(rnd() % 40);
             g.preset.promote_blocks = 1 + (int32_t)(rnd() % 6);
             g.preset.c_late = (int32_t)(rnd() % 2);
+            g.preset.split_rr_tile = rnd() % 2 ? 0 : 64;
         }
         g.splits = rnd() % 3 == 0 ? 1 + (int32_t)(rnd() % 9) : 1;
         g.scheme = g.splits > 1 ? 1 + (int32_t)(rnd() % 3) : MM_SCHEME_NONE;
+        /* a pairwise order of the round-robin layout that is not recorded is refused: serial */
+        if (!mm_split_plan_known(g.splits, g.scheme, &g.preset)) g.scheme = MM_SCHEME_SERIAL;
         g.out_kind = (int32_t)(rnd() % 6);
         g.epilogue_order = (int32_t)(rnd() % 3);
         g.has_scale_result = (int32_t)(rnd() % 2);

@@ -228,14 +228,15 @@ class Preset:
     ada), True when C is added to the block's truncated product sum by an fp32 RN-even add
     (b200)."""
 
-    def __init__(self, name, block, frac, keep, promote_blocks, c_late=False):
+    def __init__(self, name, block, frac, keep, promote_blocks, c_late=False, split_rr_tile=0):
         self.name, self.block, self.frac, self.keep = name, block, frac, keep
         self.promote_blocks, self.c_late = promote_blocks, c_late
+        self.split_rr_tile = split_rr_tile   # 0: contiguous split slices; T: T-k tiles round-robin
 
 
 PRESETS = {
     "hopper": Preset("hopper", 32, 13, 14, 4),
-    "ada": Preset("ada", 16, 13, 14, 8),
+    "ada": Preset("ada", 16, 13, 14, 8, split_rr_tile=64),
     "b200": Preset("b200", 32, 25, 24, 4, c_late=True),
 }
 
@@ -372,11 +373,44 @@ def reduce_partials(parts, scheme):
     raise ValueError(f"unknown scheme {scheme!r}")
 
 
+# The RTX 4060 kernels' pairwise reduction trees over the partials (by slice index), from the
+# hardware recordings (test/test_hw_mini.py). Other split counts are refused by mmaemu.
+RR_PAIRWISE_TREES = {
+    2: (0, 1),
+    3: ((0, 2), 1),
+    4: (((0, 2), 3), 1),
+    6: (((((0, 3), 5), 2), 1), 4),
+}
+
+
+def _tree_sum(tree, parts):
+    if isinstance(tree, int):
+        return parts[tree]
+    return f32_add(_tree_sum(tree[0], parts), _tree_sum(tree[1], parts))
+
+
+def round_robin_partials(a_row, b_row, fa, fb, fast, preset, splits):
+    """Slice s owns the tiles [t*T, t*T + T) with t = s mod splits; its partial is the
+    accumulator of its tiles laid end to end (promotion counts the slice's own k)."""
+    T, K = _preset(preset).split_rr_tile, len(a_row)
+    parts = []
+    for s in range(splits):
+        ks = [k for t in range(s, -(-K // T), splits) for k in range(t * T, min(t * T + T, K))]
+        a_s, b_s = [a_row[k] for k in ks], [b_row[k] for k in ks]
+        parts.append(split_accumulator(a_s, b_s, fa, fb, 0, len(ks), fast, preset) if ks else 0)
+    return parts
+
+
 def accumulator(a_row, b_row, fa, fb, fast, preset="hopper", splits=1, scheme="none"):
     """The fp32 accumulator (bits) of one output element, before the epilogue."""
     K = len(a_row)
     if splits <= 1:
         return split_accumulator(a_row, b_row, fa, fb, 0, K, fast, preset)
+    if _preset(preset).split_rr_tile:
+        parts = round_robin_partials(a_row, b_row, fa, fb, fast, preset, splits)
+        if scheme == "pairwise":
+            return _tree_sum(RR_PAIRWISE_TREES[splits], parts)
+        return reduce_partials(parts, "serial")
     parts = [split_accumulator(a_row, b_row, fa, fb, k0, k1, fast, preset) if k1 > k0 else 0
              for k0, k1 in split_ranges(K, splits)]
     return reduce_partials(parts, scheme)
@@ -424,7 +458,11 @@ def epilogue(acc, out, scale_a, scale_b, scale_result=None, order="H1"):
     """acc, scales: fp32 bits. order H1: fp32(fp32(sa*sb)*acc); H2: fp32(fp32(acc*sa)*sb);
     H3: fp32(fp32(acc*sb)*sa). FP8 outputs then multiply by scale_result (when given)."""
     if order == "H1":
-        v = f32_mul(f32_mul(scale_a, scale_b), acc)
+        # fma(alpha, acc, +0): an exact-zero product gives +0, an underflowing one its sign
+        alpha = f32_mul(scale_a, scale_b)
+        v = f32_mul(alpha, acc)
+        if (alpha & 0x7FFFFFFF) == 0 or (acc & 0x7FFFFFFF) == 0:
+            v = f32_add(v, 0)
     elif order == "H2":
         v = f32_mul(f32_mul(acc, scale_a), scale_b)
     elif order == "H3":

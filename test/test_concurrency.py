@@ -30,7 +30,7 @@ def _make_calls():
         sa, sb = torch.tensor(rnd.choice([1.0, 0.5, 3.0])), torch.tensor(rnd.choice([1.0, 2.0 ** -6]))
         fast = n % 2 == 0
         out = OUT_DTYPES[n % len(OUT_DTYPES)]
-        splits, scheme = rnd.choice([(1, "none"), (2, "contiguous"), (3, "serial"), (5, "pairwise")])
+        splits, scheme = rnd.choice([(1, "none"), (2, "contiguous"), (3, "serial"), (6, "pairwise")])
         kind = n % 4
         if kind == 0:  # the public function (default profile), no split
             name = f"mmaemu.scaled_mm {M}x{N}x{K} {out}"

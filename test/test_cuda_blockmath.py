@@ -97,7 +97,8 @@ int main(int argc, char** argv) {
         const int32_t splits = 2 + (int32_t)(rnd() % 40);
         const int32_t scheme = (int32_t)(rnd() % 4);
         const int fast = (int)(rnd() % 2);
-        const mm_preset p = mm_preset_get((int)(rnd() % 3));
+        mm_preset p = mm_preset_get((int)(rnd() % 3));
+        p.split_rr_tile = 0; /* the tiled kernels run the contiguous layout only */
         const int64_t chunk = mm_split_chunk(K, splits);
         float parts[64];
         for (int32_t s = 0; s < splits; s++) {

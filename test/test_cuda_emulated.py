@@ -146,6 +146,9 @@ static void check(const char* kname, kernel_pair kp, int tile, int preset, int64
     g.has_scale_result = out_kind == MM_OUT_E4M3 || out_kind == MM_OUT_E5M2;
     g.scale_a = sa; g.scale_b = sb; g.scale_result = sr;
     g.preset = mm_preset_get(preset);
+    /* The tiled kernels compute the contiguous split layout; a plan of the round-robin layout
+     * (the ada preset with splits) runs on the reference kernel (kernel_accepts). */
+    g.preset.split_rr_tile = 0;
     for (int64_t i = 0; i < M; i++)
         for (int64_t j = 0; j < N; j++) mm_store(&g, i, j, mm_gemm_element(&g, i, j));
     mm_launch p;

@@ -118,7 +118,8 @@ lib = backends._c()
 
 class Preset(ctypes.Structure):
     _fields_ = [("block", ctypes.c_int32), ("frac", ctypes.c_int32), ("keep", ctypes.c_int32),
-                ("promote_blocks", ctypes.c_int32), ("c_late", ctypes.c_int32)]
+                ("promote_blocks", ctypes.c_int32), ("c_late", ctypes.c_int32),
+                ("split_rr_tile", ctypes.c_int32)]
 
 class Gemm(ctypes.Structure):
     _fields_ = [("a", ctypes.c_void_p), ("b", ctypes.c_void_p), ("out", ctypes.c_void_p),
@@ -424,3 +425,22 @@ def test_unwritable_cache_dir_costs_only_the_cache(fake_driver, fatbins, tmp_pat
     assert lines[0].startswith("(True")
     assert lines[1] == "None" and lines[2] == "16.0"
     assert blocker.read_text().startswith("a file")
+
+
+def test_fake_device_round_robin_split_runs_on_the_reference_kernel(fake_driver, fatbins, tmp_path):
+    """The ada preset's round-robin split layout: the tiled kernels refuse it by name, and
+    auto takes the reference kernel (no split workspace, no reduction launch)."""
+    log = tmp_path / "log"
+    env = {"MMAEMU_LIBCUDA_PATH": str(fake_driver), "MMAEMU_FATBIN_DIR": str(fatbins),
+           "MMAEMU_DISABLE_NVRTC": "1", "FAKE_CUDA_LOG": str(log)}
+    run_py(PLAN_HELPERS + """
+PRESETS["ada-rr"] = (16, 13, 14, 8, 0, 64)
+rc, err = run("cuda:v4", preset="ada-rr", splits=3, scheme=2, K=1000)
+assert rc != 0 and "round-robin" in err, err
+assert run("auto", preset="ada-rr", splits=3, scheme=2, K=1000, workspace=False)[0] == 0
+assert run("auto", preset="ada-rr", splits=1, K=1000)[0] == 0
+""", env)
+    launches = [l for l in log_lines(log) if l.startswith("launch")]
+    assert launches[0].startswith("launch mmaemu_reference_gemm"), launches
+    assert launches[1].startswith("launch mmaemu_v4_gemm"), launches
+    assert len(launches) == 2

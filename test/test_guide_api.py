@@ -163,12 +163,12 @@ def test_explicit_split_hopper_contiguous_warns_unverified_and_changes_bits():
 def test_explicit_split_ada_schemes(scheme):
     x, w = operands(16, 16, 640, seed=6)
     with pytest.warns(mmaemu.UnverifiedSplitWarning):
-        plan = mmaemu.explain(x, w.t(), ONE, ONE, profile="ada", splitk=(5, scheme))
+        plan = mmaemu.explain(x, w.t(), ONE, ONE, profile="ada", splitk=(6, scheme))
         y = mmaemu.scaled_mm(x, w.t(), ONE, ONE, out_dtype=torch.float32, profile="ada",
-                             splitk=(5, scheme))
-    assert (plan.split.S, plan.split.scheme, plan.split.verified) == (5, scheme, False)
+                             splitk=(6, scheme))
+    assert (plan.split.S, plan.split.scheme, plan.split.verified) == (6, scheme, False)
     ref = torch.ops.mmaemu.scaled_mm(x, w.t(), ONE, ONE, None, None, torch.float32, False, "ada",
-                                     5, scheme, "reference", 0)
+                                     6, scheme, "reference", 0)
     mmaemu.testing.assert_bitwise_equal(y, ref)
 
 

@@ -23,13 +23,17 @@
  * exponent; keep: significant bits of the block result (truncated); promote_blocks: blocks
  * per promotion interval without fast accumulation; c_late: 0 = C is aligned and added with
  * the products, 1 = C is added afterwards with an fp32 RN-even add (last, so that a
- * positional initialiser without it keeps the old meaning). */
+ * positional initialiser without it keeps the old meaning); split_rr_tile: the split-K layout
+ * of the library kernels the preset stands for (mmaemu_gemm.h): 0 = contiguous slices on the
+ * 128-k grain, > 0 = tiles of this many k dealt round-robin to the slices (after c_late for
+ * the same reason: 0 is the old meaning). */
 typedef struct {
     int32_t block;
     int32_t frac;
     int32_t keep;
     int32_t promote_blocks;
     int32_t c_late;
+    int32_t split_rr_tile;
 } mm_preset;
 
 /* Exact fp32 value of sign * A * 2^x, truncated toward zero to fp32 precision (the block

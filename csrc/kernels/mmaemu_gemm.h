@@ -6,10 +6,12 @@
  *  - otherwise chains of promote_blocks blocks restart from +0 and are added into an fp32
  *    register with an IEEE round-to-nearest add (CUTLASS's scheme, P = 4 x 32 = 128 k;
  *    cuBLAS's interval is inferred until probe P3 runs);
- *  - split-K: K cut on a grain of 128 into S slices of ceil(ceil(K/128)/S)*128 (the last
- *    takes the rest), each restarting from +0, reduced in fp32 in the scheme's order;
- *  - epilogue once on the reduced sum: acc * scale_a * scale_b in fp32 (order inferred),
- *    times scale_result for FP8 outputs, then the output conversion; row-wise scales and a
+ *  - split-K, the preset's layout: contiguous (hopper) K cut on a grain of 128 into S slices of
+ *    ceil(ceil(K/128)/S)*128 (the last takes the rest); round-robin (ada) 64-k tiles dealt to
+ *    slice t mod S; each slice restarts from +0; the partials are reduced in fp32 in the
+ *    scheme's order (serial p0 + p1 + ...; pairwise in the recorded order);
+ *  - epilogue once on the reduced sum: fma(fp32(scale_a * scale_b), acc, +0) in fp32, times
+ *    scale_result for FP8 outputs, then the output conversion; row-wise scales and a
  *    bias: mm_epilogue_rowwise / mm_epilogue_bias (one fmaf each).
  * The fp32 operations here must not be contracted into FMAs: C is built with
  * -ffp-contract=off, CUDA with --fmad=false. */
@@ -80,15 +82,72 @@ MMAEMU_HD float mm_split_acc(const uint8_t* a, const uint8_t* b, int fa, int fb,
     return main_acc;
 }
 
-/* Length of each split's k range (all but the last). */
+/* Length of each split's k range (all but the last) in the contiguous layout. */
 MMAEMU_HD int64_t mm_split_chunk(int64_t K, int32_t splits) {
     const int64_t grains = (K + MM_SPLIT_GRAIN - 1) / MM_SPLIT_GRAIN;
     return (grains + splits - 1) / splits * MM_SPLIT_GRAIN;
 }
 
-/* The pairwise reduction of split partials: adjacent partials are added level by level
- * ((p0+p1)+(p2+p3))..., an odd one out carried up unchanged; a binary counter, so no array of
- * S partials (S <= MM_MAX_SPLITS = 2^16 needs 17 levels). */
+/* The accumulator of slice s of `splits` in the round-robin layout: tiles t = [t*T, t*T + T)
+ * (the last may be short) with t = s mod splits, in ascending k, as one sequence. Fast: one
+ * chain over the sequence from +0; otherwise chains restart from +0 every promotion interval
+ * of the sequence (not of k) and are added into the fp32 main accumulator. Validated on RTX
+ * 4060 recordings (test/test_hw_mini.py); the blocks start at each piece's first k. */
+MMAEMU_HD float mm_rr_slice_acc(const uint8_t* a, const uint8_t* b, int fa, int fb, int64_t K,
+                                int32_t s, int32_t splits, int fast, const mm_preset* p) {
+    const int64_t T = p->split_rr_tile;
+    const int64_t interval = fast ? ((int64_t)1 << 62) : (int64_t)p->block * p->promote_blocks;
+    float main_acc = 0.0f, c = 0.0f;
+    int64_t pos = 0;
+    int open = 0;
+    for (int64_t k0 = (int64_t)s * T; k0 < K; k0 += (int64_t)splits * T) {
+        const int64_t k1 = K - k0 < T ? K : k0 + T;
+        for (int64_t k = k0; k < k1;) {
+            const int64_t room = interval - pos % interval;
+            const int64_t end = k1 - k < room ? k1 : k + room;
+            c = mm_chain(a, b, fa, fb, k, end, open ? c : 0.0f, p);
+            open = 1;
+            pos += end - k;
+            k = end;
+            if (!fast && pos % interval == 0) { main_acc = main_acc + c; open = 0; }
+        }
+    }
+    if (fast) return open ? c : 0.0f;
+    return open ? main_acc + c : main_acc;
+}
+
+/* The pairwise reduction order of cuBLASLt's split-K kernels with the round-robin layout, as a
+ * postfix program over the partials: a digit pair "ij" names p_ij (two decimal digits), '+'
+ * adds the two top values, the right one second. Orders found in RTX 4060 recordings
+ * (test/test_hw_mini.py, docs/semantics.md); NULL where no recording settles the order, and
+ * such a plan is refused (mmaemu_gemm_check). */
+MMAEMU_HD const char* mm_rr_pairwise_order(int32_t splits) {
+    switch (splits) {
+    case 2: return "0001+";
+    case 3: return "0002+01+";
+    case 4: return "0002+03+01+";
+    case 6: return "0003+05+02+01+04+";
+    default: return 0;
+    }
+}
+
+/* The reduction of partials p[s * stride] by a postfix program of mm_rr_pairwise_order. */
+MMAEMU_HD float mm_reduce_program(const float* p, int64_t stride, const char* prog) {
+    float stack[16] = {0.0f};
+    int top = 0;
+    for (const char* c = prog; *c; c++) {
+        if (*c == '+') { top--; stack[top - 1] = stack[top - 1] + stack[top]; continue; }
+        const int s = (c[0] - '0') * 10 + (c[1] - '0');
+        c++;
+        stack[top++] = p[(int64_t)s * stride];
+    }
+    return stack[0];
+}
+
+/* The pairwise reduction of split partials in the contiguous layout: adjacent partials are
+ * added level by level ((p0+p1)+(p2+p3))..., an odd one out carried up unchanged; a binary
+ * counter, so no array of S partials (S <= MM_MAX_SPLITS = 2^16 needs 17 levels). Inferred: no
+ * hardware in the tables uses it (the H100 kernels reduce serially). */
 typedef struct {
     float stack[32];
     int level[32];
@@ -108,10 +167,39 @@ MMAEMU_HD float mm_pairwise_result(mm_pairwise* q) {
     return r;
 }
 
+/* Most slices a round-robin plan may have: every recorded pairwise order is below it, and the
+ * serial scheme's partials fit one small array. */
+#define MM_RR_MAX_SPLITS 64
+
+/* 1 when the plan's split layout and scheme are ones mmaemu computes (see mmaemu_gemm_check). */
+MMAEMU_HD int mm_split_plan_known(int32_t splits, int32_t scheme, const mm_preset* p) {
+    if (splits <= 1 || p->split_rr_tile <= 0) return 1;
+    if (splits > MM_RR_MAX_SPLITS) return 0;
+    return scheme != MM_SCHEME_PAIRWISE || mm_rr_pairwise_order(splits) != 0;
+}
+
+/* The reduced accumulator of the round-robin layout: serial (and contiguous) r = p0, then
+ * r = fp32(r + p_s) in slice order; pairwise in the recorded order. */
+MMAEMU_HD float mm_rr_dot(const uint8_t* a, const uint8_t* b, int fa, int fb, int64_t K, int fast,
+                          int32_t splits, int32_t scheme, const mm_preset* p) {
+    float part[MM_RR_MAX_SPLITS];
+    if (splits > MM_RR_MAX_SPLITS) return mm_bits_f32(MM_F32_NAN_BITS); /* refused by the plan check */
+    for (int32_t s = 0; s < splits; s++) part[s] = mm_rr_slice_acc(a, b, fa, fb, K, s, splits, fast, p);
+    if (scheme == MM_SCHEME_PAIRWISE) {
+        const char* order = mm_rr_pairwise_order(splits);
+        /* refused by mmaemu_gemm_check; NaN rather than a guess if called around it */
+        return order ? mm_reduce_program(part, 1, order) : mm_bits_f32(MM_F32_NAN_BITS);
+    }
+    float r = part[0];
+    for (int32_t s = 1; s < splits; s++) r = r + part[s];
+    return r;
+}
+
 /* The reduced fp32 accumulator of one output element, before the epilogue. */
 MMAEMU_HD float mm_dot(const uint8_t* a, const uint8_t* b, int fa, int fb, int64_t K, int fast,
                        int32_t splits, int32_t scheme, const mm_preset* p) {
     if (splits <= 1) return mm_split_acc(a, b, fa, fb, 0, K, fast, p);
+    if (p->split_rr_tile > 0) return mm_rr_dot(a, b, fa, fb, K, fast, splits, scheme, p);
     const int64_t chunk = mm_split_chunk(K, splits);
     if (scheme != MM_SCHEME_PAIRWISE) {
         /* contiguous / serial: r = p0, then r = fp32(r + p_s) in split order. */
@@ -142,13 +230,27 @@ MMAEMU_HD uint32_t mm_f32_canonical(float v) {
 
 MMAEMU_HD uint32_t mm_output_bits(float v, const mm_gemm* g);
 
-MMAEMU_HD uint32_t mm_epilogue(float acc, const mm_gemm* g) {
-    if (g->out_kind == MM_OUT_ACC) return mm_f32_canonical(acc);
+/* fp32 fma(alpha, acc, +0) without an fma instruction: the product rounded once; an exact-zero
+ * product (alpha or acc zero) gives +0 (-0 + +0 = +0), a non-zero one that underflows keeps
+ * its sign. cuBLASLt's epilogue D = alpha * acc + beta * C with beta = 0: validated on RTX 4060
+ * recordings (test/test_hw_mini.py); inferred for the H100 (the same cuBLASLt epilogue). */
+MMAEMU_HD float mm_alpha_times(float alpha, float acc) {
+    const float v = alpha * acc;
+    return alpha == 0.0f || acc == 0.0f ? v + 0.0f : v;
+}
+
+/* acc times the scales in the plan's order (H1: alpha = fp32(sa * sb) first). */
+MMAEMU_HD float mm_scaled(float acc, const mm_gemm* g) {
     float v;
     if (g->epilogue_order == MM_EPI_H2) { v = acc * g->scale_a; v = v * g->scale_b; }
     else if (g->epilogue_order == MM_EPI_H3) { v = acc * g->scale_b; v = v * g->scale_a; }
-    else { const float alpha = g->scale_a * g->scale_b; v = alpha * acc; }
-    return mm_output_bits(v, g);
+    else v = mm_alpha_times(g->scale_a * g->scale_b, acc);
+    return v;
+}
+
+MMAEMU_HD uint32_t mm_epilogue(float acc, const mm_gemm* g) {
+    if (g->out_kind == MM_OUT_ACC) return mm_f32_canonical(acc);
+    return mm_output_bits(mm_scaled(acc, g), g);
 }
 
 /* The output conversion of the scaled fp32 value v (times scale_result for FP8 outputs). */

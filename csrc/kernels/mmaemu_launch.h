@@ -21,9 +21,9 @@ typedef struct {
 } mm_launch;
 
 #if defined(__cplusplus)
-static_assert(sizeof(mm_launch) == 208, "mm_launch layout differs between the C loader and the kernels");
+static_assert(sizeof(mm_launch) == 216, "mm_launch layout differs between the C loader and the kernels");
 #else
-_Static_assert(sizeof(mm_launch) == 208, "mm_launch layout differs between the C loader and the kernels");
+_Static_assert(sizeof(mm_launch) == 216, "mm_launch layout differs between the C loader and the kernels");
 #endif
 
 /* The plan with the scales read from the device. */
