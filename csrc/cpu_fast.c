@@ -56,7 +56,7 @@ static int plan_is_narrow(const mm_gemm* g) {
     const int sh0 = q->frac - fmt_man_bits(g->fmt_a) - fmt_man_bits(g->fmt_b);
     const int64_t pmax = (int64_t)fmt_max_sig(g->fmt_a) * fmt_max_sig(g->fmt_b);
     const int64_t term = sh0 >= 0 ? pmax << sh0 : pmax;
-    return (int64_t)q->block * term + ((int64_t)1 << (q->frac + 1)) < ((int64_t)1 << 24);
+    return q->frac <= 62 && (int64_t)q->block * term + ((int64_t)1 << (q->frac + 1)) < ((int64_t)1 << 24);
 }
 
 /* The split kernels need each half-block sum below 2^31: the first ceil(block/2) terms plus
@@ -67,7 +67,7 @@ static int plan_fits_split(const mm_gemm* g) {
     const int64_t pmax = (int64_t)fmt_max_sig(g->fmt_a) * fmt_max_sig(g->fmt_b);
     const int64_t term = sh0 >= 0 ? pmax << sh0 : pmax;
     const int64_t h = (q->block + 1) / 2;
-    return h * term + ((int64_t)1 << (q->frac + 1)) < ((int64_t)1 << 31);
+    return q->frac <= 62 && h * term + ((int64_t)1 << (q->frac + 1)) < ((int64_t)1 << 31);
 }
 
 /* ---- SIMD path ------------------------------------------------------------------------- */
@@ -120,8 +120,8 @@ typedef struct {
     uint8_t special[256]; /* NaN or Inf */
 } mm_cpu_lut;
 
-/* Every code's decoded form; the value is m * 2^lsb, exact in fp32. */
-static void lut_make(mm_cpu_lut* t, int fmt) {
+/* Every code's decoded form; the value is m * 2^(lsb - bias), exact in fp32. */
+static void lut_make(mm_cpu_lut* t, int fmt, int bias) {
     for (int code = 0; code < 256; code++) {
         const mm_fp8 d = mm_decode_fp8((uint8_t)code, fmt);
         t->special[code] = d.cls == MM_CLS_NAN || d.cls == MM_CLS_INF;
@@ -129,7 +129,7 @@ static void lut_make(mm_cpu_lut* t, int fmt) {
             t->e[code] = MM_CPU_ZERO_EXP;
             t->v[code] = 0.0f;
         } else {
-            const float mag = (float)d.m * mm_bits_f32((uint32_t)(127 + d.lsb) << 23);
+            const float mag = (float)d.m * mm_bits_f32((uint32_t)(127 + d.lsb - bias) << 23);
             t->e[code] = d.e;
             t->v[code] = d.sign ? -mag : mag;
         }
@@ -588,8 +588,8 @@ int mmaemu_gemm_cpu(const mm_gemm* g, int threads) {
         return mmaemu_gemm_reference(g);
     }
     mm_cpu_lut lut_a;
-    lut_make(&lut_a, g->fmt_a);
-    lut_make(&job->lut_b, g->fmt_b);
+    lut_make(&lut_a, g->fmt_a, job->kern->a_bias);
+    lut_make(&job->lut_b, g->fmt_b, 0);
     if (threads < 1) threads = 1;
     /* Small problems are not worth a thread start (tens of microseconds). */
     if ((double)g->M * (double)g->N * (double)(g->K + 1) < (double)(1 << 18)) threads = 1;
