@@ -23,11 +23,17 @@
  * this CPU lacks or an unknown name is an error (MM_ERR_CPU_SIMD), never a silent fallback.
  * Presets with more grid bits than hopper and ada (b200) run the SIMD kernels' split form (AVX2,
  * AVX-512), else the wide kernel (plain C, int64 sums, any preset). */
+#if !defined(_POSIX_C_SOURCE) || _POSIX_C_SOURCE < 200809L
+#undef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+#endif
 #include <fenv.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "cpu_fast.h"
 
@@ -103,13 +109,130 @@ const char* mmaemu_cpu_simd_paths(void) {
     return names;
 }
 
-/* The narrow kernel MMAEMU_CPU_SIMD asks for, or the best one; NULL for a bad request. */
-static const mm_cpu_kernel* narrow_kernel(void) {
+/* ---- auto: the SIMD path by measured speed ----------------------------------------------- */
+
+/* Per SIMD kernel, its MAC/s on one thread over full tiles (hopper, fast accumulation, a
+ * 1024-k panel in L1/L2), measured once per process at the first `auto` GEMM (a few ms).
+ * The CPU's feature flags do not decide: on Zen 4 (AVX-512 on 256-bit units) and on CPUs that
+ * lower their clock for 512-bit work the wider kernel is not always the faster one. */
+enum { MM_CPU_PROBE_K = 1024, MM_CPU_PROBE_ROUNDS = 7 };
+static const mm_cpu_kernel* const simd_kernels[] = {&mm_cpu_kernel_avx512, &mm_cpu_kernel_avx2};
+enum { MM_CPU_NSIMD = sizeof(simd_kernels) / sizeof(simd_kernels[0]) };
+static double simd_rate[MM_CPU_NSIMD]; /* MAC/s; 0: the path is not available here */
+static char simd_choice_text[256];
+static pthread_once_t simd_probe_once = PTHREAD_ONCE_INIT;
+
+static double now_seconds(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Synthetic decoded operands: exponents and values in the normal range, so no lane takes the
+ * rare exact-composition path and the time is the hot loops'. */
+static void probe_operands(const mm_cpu_kernel* k, int32_t* a, int32_t* panel) {
+    const int64_t stride = MM_CPU_PANEL_STRIDE(k->w);
+    for (int r = 0; r < k->mr; r++)
+        for (int64_t kk = 0; kk < MM_CPU_PROBE_K; kk++) {
+            a[r * 2 * MM_CPU_PROBE_K + 2 * kk] = mm_cpu_a_word((int32_t)((kk * 7 + r) % 9) - 4);
+            a[r * 2 * MM_CPU_PROBE_K + 2 * kk + 1] =
+                (int32_t)mm_f32_bits((kk & 1 ? -1.5f : 1.25f) * mm_bits_f32((uint32_t)(127 - k->a_bias) << 23));
+        }
+    for (int64_t kk = 0; kk < MM_CPU_PROBE_K; kk++)
+        for (int c = 0; c < k->w; c++) {
+            ((mm_cpu_i16*)(void*)(panel + kk * stride))[c] = (int16_t)((kk * 5 + c) % 11 - 5);
+            mm_cpu_values(panel + kk * stride + k->w / 2)[c] = (c & 1) ? 0.75f : -1.125f;
+        }
+}
+
+static void simd_probe(void) {
+    mm_cpu_plan plan;
+    memset(&plan, 0, sizeof plan);
+    plan.K = MM_CPU_PROBE_K;
+    plan.block = 32;
+    plan.frac = 13;
+    plan.keep = 14;
+    plan.promote_blocks = 4;
+    plan.fast = 1;
+    plan.keep_mask = ~((1u << 10) - 1u);
+    int32_t* a[MM_CPU_NSIMD] = {0};
+    int32_t* panel[MM_CPU_NSIMD] = {0};
+    float acc[4096];
+    double best[MM_CPU_NSIMD];
+    for (int i = 0; i < MM_CPU_NSIMD; i++) {
+        const mm_cpu_kernel* k = simd_kernels[i];
+        best[i] = 0.0;
+        if (!kernel_named(k->name) || k->mr * k->w > 4096) continue;
+        a[i] = malloc(sizeof(int32_t) * (size_t)(2 * k->mr * MM_CPU_PROBE_K));
+        panel[i] = malloc(sizeof(int32_t) * (size_t)(MM_CPU_PANEL_STRIDE(k->w) * MM_CPU_PROBE_K));
+        if (!a[i] || !panel[i]) continue;
+        probe_operands(k, a[i], panel[i]);
+        best[i] = 1e30;
+    }
+    /* Rounds alternate the kernels, so a busy moment of the machine slows all of them; the
+     * best round of each counts. A round: 8 tiles (about 1 to 4 ms on a recent x86-64 core). */
+    for (int round = 0; round < MM_CPU_PROBE_ROUNDS; round++)
+        for (int i = 0; i < MM_CPU_NSIMD; i++) {
+            if (best[i] == 0.0) continue;
+            const mm_cpu_kernel* k = simd_kernels[i];
+            const double t0 = now_seconds();
+            for (int rep = 0; rep < 8; rep++)
+                k->tile(&plan, a[i], 2 * MM_CPU_PROBE_K, panel[i], 0, MM_CPU_PROBE_K, acc, 0);
+            const double t = now_seconds() - t0;
+            if (t < best[i]) best[i] = t;
+        }
+    int len = snprintf(simd_choice_text, sizeof simd_choice_text,
+                       "auto: per GEMM the path with the least measured time for its padded tiles; "
+                       "measured here (one thread, hopper fast):");
+    int any = 0;
+    for (int i = 0; i < MM_CPU_NSIMD; i++) {
+        const mm_cpu_kernel* k = simd_kernels[i];
+        simd_rate[i] = best[i] > 0.0 && best[i] < 1e30 ? 8.0 * k->mr * k->w * MM_CPU_PROBE_K / best[i] : 0.0;
+        if (simd_rate[i] > 0.0 && len > 0 && len < (int)sizeof simd_choice_text) {
+            len += snprintf(simd_choice_text + len, sizeof simd_choice_text - (size_t)len, "%s %s %.1f GMAC/s (%d x %d tiles)",
+                            any ? "," : "", k->name, simd_rate[i] * 1e-9, k->mr, k->w);
+            any = 1;
+        }
+        free(a[i]);
+        free(panel[i]);
+    }
+    if (!any)
+        snprintf(simd_choice_text, sizeof simd_choice_text, "auto: portable (no AVX2 or AVX-512 kernel on this CPU)");
+}
+
+const char* mmaemu_cpu_simd_choice(void) {
+    const char* env = getenv("MMAEMU_CPU_SIMD");
+    if (env && *env && strcmp(env, "auto") != 0) {
+        static _Thread_local char forced[160];
+        snprintf(forced, sizeof forced, "%s (MMAEMU_CPU_SIMD=%s)%s", env, env,
+                 kernel_named(env) ? "" : ": not available on this CPU, an error");
+        return forced;
+    }
+    pthread_once(&simd_probe_once, simd_probe);
+    return simd_choice_text;
+}
+
+/* The narrow kernel MMAEMU_CPU_SIMD asks for, or (auto) the SIMD kernel whose measured rate
+ * gives g the least time over its padded tiles (rows to mr, columns to w); NULL for a bad
+ * request. */
+static const mm_cpu_kernel* narrow_kernel(const mm_gemm* g) {
     const char* env = getenv("MMAEMU_CPU_SIMD");
     if (env && *env && strcmp(env, "auto") != 0) return kernel_named(env);
-    const mm_cpu_kernel* k = kernel_named("avx512");
-    if (!k) k = kernel_named("avx2");
-    return k ? k : &mm_cpu_kernel_portable;
+    pthread_once(&simd_probe_once, simd_probe);
+    const mm_cpu_kernel* pick = &mm_cpu_kernel_portable;
+    double pick_time = 0.0;
+    for (int i = 0; i < MM_CPU_NSIMD; i++) {
+        if (simd_rate[i] <= 0.0) continue;
+        const mm_cpu_kernel* k = simd_kernels[i];
+        const double rows = (double)((g->M + k->mr - 1) / k->mr * k->mr);
+        const double cols = (double)((g->N + k->w - 1) / k->w * k->w);
+        const double t = rows * cols / simd_rate[i];
+        if (pick == &mm_cpu_kernel_portable || t < pick_time) {
+            pick = k;
+            pick_time = t;
+        }
+    }
+    return pick;
 }
 
 /* ---- decoding -------------------------------------------------------------------------- */
@@ -548,7 +671,7 @@ int mmaemu_gemm_cpu(const mm_gemm* g, int threads) {
     int rc = mmaemu_gemm_check(g);
     if (rc != MM_OK) return rc;
     if (mmaemu_cpu_flushes_denormals()) return MM_ERR_FLUSH_DENORMAL;
-    const mm_cpu_kernel* narrow = narrow_kernel();
+    const mm_cpu_kernel* narrow = narrow_kernel(g);
     if (!narrow) return MM_ERR_CPU_SIMD;
     if (g->M == 0 || g->N == 0) return MM_OK;
     /* K = 0: every output is the epilogue of +0, and the operands may be NULL. */
