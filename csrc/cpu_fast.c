@@ -56,13 +56,15 @@ static void plan_make(const mm_gemm* g, mm_cpu_plan* p) {
 
 /* The narrow kernels need every |S| < 2^24. A product term is P * 2^(sh0 - d) with P the
  * significand product, sh0 = frac - man_bits_a - man_bits_b, d >= 0; C's term is below
- * 2^(frac + 1) (a 24-bit significand times 2^(ce - 23 - grid), ce <= E). */
+ * 2^(frac + 1) (a 24-bit significand times 2^(ce - 23 - grid), ce <= E). frac <= 30 is
+ * implied by both bounds, and within what the kernels' exponent-add scaling needs (<= 62,
+ * cpu_fast.h). */
 static int plan_is_narrow(const mm_gemm* g) {
     const mm_preset* q = &g->preset;
     const int sh0 = q->frac - fmt_man_bits(g->fmt_a) - fmt_man_bits(g->fmt_b);
     const int64_t pmax = (int64_t)fmt_max_sig(g->fmt_a) * fmt_max_sig(g->fmt_b);
     const int64_t term = sh0 >= 0 ? pmax << sh0 : pmax;
-    return q->frac <= 62 && (int64_t)q->block * term + ((int64_t)1 << (q->frac + 1)) < ((int64_t)1 << 24);
+    return q->frac <= 30 && (int64_t)q->block * term + ((int64_t)1 << (q->frac + 1)) < ((int64_t)1 << 24);
 }
 
 /* The split kernels need each half-block sum below 2^31: the first ceil(block/2) terms plus
@@ -73,7 +75,7 @@ static int plan_fits_split(const mm_gemm* g) {
     const int64_t pmax = (int64_t)fmt_max_sig(g->fmt_a) * fmt_max_sig(g->fmt_b);
     const int64_t term = sh0 >= 0 ? pmax << sh0 : pmax;
     const int64_t h = (q->block + 1) / 2;
-    return q->frac <= 62 && h * term + ((int64_t)1 << (q->frac + 1)) < ((int64_t)1 << 31);
+    return q->frac <= 30 && h * term + ((int64_t)1 << (q->frac + 1)) < ((int64_t)1 << 31);
 }
 
 /* ---- SIMD path ------------------------------------------------------------------------- */
