@@ -21,6 +21,8 @@
  *
  * MMAEMU_CPU_SIMD = auto (default) | portable | avx2 | avx512 picks the narrow kernel; a path
  * this CPU lacks or an unknown name is an error (MM_ERR_CPU_SIMD), never a silent fallback.
+ * auto times each SIMD kernel once per process and takes, per GEMM, the one with the least
+ * time over the GEMM's padded tiles (mmaemu_cpu_simd_choice says so).
  * Presets with more grid bits than hopper and ada (b200) run the SIMD kernels' split form (AVX2,
  * AVX-512), else the wide kernel (plain C, int64 sums, any preset). */
 #if !defined(_POSIX_C_SOURCE) || _POSIX_C_SOURCE < 200809L
