@@ -289,28 +289,35 @@ static void decode_a(const mm_gemm* g, const mm_cpu_lut* t, int64_t m_pad, int64
 }
 
 /* Columns [j0, j0 + w) of B over k in [k0, k1) as a panel, its record 0 at k0 (columns from N
- * on are zeros); col_special[c] = column j0 + c holds NaN/Inf in that range. */
+ * on are zeros); col_special[c] = column j0 + c holds NaN/Inf in that range. Written record by
+ * record (k outer), so the stores are sequential: column by column, every store of a column
+ * landed in a different cache line of the panel, and decoding cost more than the kernel at
+ * small M (measured on Zen 4). */
 static void decode_b_panel(const mm_gemm* g, const mm_cpu_lut* t, int64_t j0, int w, int64_t k0,
                            int64_t k1, int32_t* panel, uint8_t* col_special) {
     const int64_t len = k1 - k0, stride = MM_CPU_PANEL_STRIDE(w);
+    const uint8_t* src[64];
+    int real = 0; /* columns j0 .. j0 + real - 1 exist */
     for (int c = 0; c < w; c++) {
-        mm_cpu_i16* pe = (mm_cpu_i16*)(void*)panel + c;
-        mm_cpu_f32* pv = mm_cpu_values(panel + w / 2) + c;
-        uint8_t special = 0;
+        col_special[c] = 0;
         if (j0 + c < g->N) {
-            const uint8_t* src = g->b + (j0 + c) * g->ldb + k0;
-            for (int64_t k = 0; k < len; k++) {
-                pe[2 * k * stride] = (int16_t)t->e[src[k]];
-                pv[k * stride] = t->v[src[k]];
-                special |= t->special[src[k]];
-            }
-        } else {
-            for (int64_t k = 0; k < len; k++) {
-                pe[2 * k * stride] = MM_CPU_ZERO_EXP;
-                pv[k * stride] = 0.0f;
-            }
+            src[c] = g->b + (j0 + c) * g->ldb + k0;
+            real = c + 1;
         }
-        col_special[c] = special;
+    }
+    for (int64_t k = 0; k < len; k++) {
+        mm_cpu_i16* pe = (mm_cpu_i16*)(void*)(panel + k * stride);
+        mm_cpu_f32* pv = mm_cpu_values(panel + k * stride + w / 2);
+        for (int c = 0; c < real; c++) {
+            const uint8_t code = src[c][k];
+            pe[c] = (int16_t)t->e[code];
+            pv[c] = t->v[code];
+            col_special[c] |= t->special[code];
+        }
+        for (int c = real; c < w; c++) {
+            pe[c] = MM_CPU_ZERO_EXP;
+            pv[c] = 0.0f;
+        }
     }
 }
 
