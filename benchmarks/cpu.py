@@ -1,13 +1,18 @@
-"""Throughput of the `cpu` backend against `reference` and fp32 torch.matmul, in MAC/s.
+"""Throughput of the `cpu` backend against torch's own CPU `torch._scaled_mm`, fp32 torch.matmul
+and `reference`, in MAC/s.
 
-All three run in the same process on the same tensors (E4M3 operands of the user guide's
-section 3 kind; fp32 matmul on their float32 copies), so the ratios hold for this machine as
-it was loaded during the run. The reference backend is measured on a sub-block of the
-operands (its cost per MAC does not depend on M or N) and scaled; the table says so.
+All of them run in the same process on the same tensors (E4M3 operands of the user guide's
+section 3 kind; fp32 matmul on their float32 copies; torch._scaled_mm with the same FP8
+operands, scales 1, bf16 output and the mode's use_fast_accum), so the ratios in a row hold
+for this machine as it was loaded during that row. torch._scaled_mm on the CPU dequantises
+and runs an fp32 GEMM: not the bits of any GPU, but what users have on a CPU. The reference
+backend is measured on a sub-block of the operands (its cost per MAC does not depend on M or
+N) and scaled; the table says so.
 
-    python benchmarks/cpu.py                      # the Evo-2-like shapes and 2048^3
-    python benchmarks/cpu.py --shapes 512x5760x1920 --repeat 3
-    MMAEMU_CPU_SIMD=portable python benchmarks/cpu.py --threads 1
+    python benchmarks/cpu.py                      # decode (M = 1..64) to M = 4096, 2048^3
+    python benchmarks/cpu.py --threads 1          # one thread for everything timed
+    python benchmarks/cpu.py --quick              # small shapes, one mode each: a smoke run
+    MMAEMU_CPU_SIMD=avx2 python benchmarks/cpu.py --shapes 512x5760x1920
 """
 import argparse
 import os
@@ -25,10 +30,12 @@ import torch  # noqa: E402
 import mmaemu  # noqa: E402
 from mmaemu import _C  # noqa: E402
 
-SHAPES = ["64x5760x1920", "512x5760x1920", "2048x2048x2048"]
+# Evo-2-like projections (N = 5760, K = 1920) from decode (M = 1) to prefill (M = 4096), and 2048^3.
+SHAPES = [f"{m}x5760x1920" for m in (1, 4, 16, 64, 512, 4096)] + ["2048x2048x2048"]
+QUICK_SHAPES = ["1x256x512", "16x256x512", "64x512x512"]
 # (label, preset, use_fast_accum): hopper fast is the guide's Evo 2 setting (TE, bf16 out).
-MODES = [("hopper fast", "hopper", True), ("hopper non-fast", "hopper", False)]
-EXTRA_MODES = [("ada fast", "ada", True), ("b200 fast", "b200", True)]
+MODES = [("hopper fast", "hopper", True), ("hopper non-fast", "hopper", False),
+         ("ada fast", "ada", True), ("b200 fast", "b200", True)]
 
 
 def best_time(fn, repeat):
@@ -55,64 +62,80 @@ EPILOGUES = [("tensor-wise + bias", False, True), ("row-wise", True, False),
              ("row-wise + bias", True, True)]
 
 
+def torch_scaled_mm(x, w, fast):
+    one = torch.tensor(1.0)
+    return torch._scaled_mm(x, w.t(), one, one, out_dtype=torch.bfloat16, use_fast_accum=fast)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--shapes", nargs="+", default=SHAPES, help="MxNxK")
-    ap.add_argument("--repeat", type=int, default=2, help="best of this many runs (cpu, matmul)")
+    ap.add_argument("--shapes", nargs="+", default=None, help="MxNxK")
+    ap.add_argument("--modes", nargs="+", default=None, help="mode labels' first words, e.g. hopper ada")
+    ap.add_argument("--repeat", type=int, default=3, help="best of this many runs of each timed call")
     ap.add_argument("--ref-rows", type=int, default=8, help="reference sub-block rows")
     ap.add_argument("--ref-cols", type=int, default=64, help="reference sub-block columns")
-    ap.add_argument("--extra", action="store_true", help="also ada fast and b200 fast (cpu only)")
-    ap.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (cpu and matmul)")
+    ap.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (everything timed)")
+    ap.add_argument("--extra", action="store_true", help="(all four modes are the default now)")
     ap.add_argument("--epilogues", action="store_true",
                     help="also bias and row-wise epilogues (hopper modes, cpu only), with their "
                          "time relative to the tensor-wise run")
+    ap.add_argument("--quick", action="store_true", help="small shapes, hopper fast only, best of 1")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
+    shapes = args.shapes or (QUICK_SHAPES if args.quick else SHAPES)
+    modes = [m for m in MODES if not args.modes or m[0].split()[0] in args.modes]
+    if args.quick and not args.modes:
+        modes = MODES[:1]
+    repeat = 1 if args.quick else args.repeat
 
     threads = torch.get_num_threads()
     print(f"CPU: {mmaemu.backends.cpu_name()}, {os.cpu_count()} logical CPUs; torch {torch.__version__}, "
-          f"{threads} threads; mmaemu cpu SIMD paths here: {_C.cpu_simd_paths()} "
-          f"(MMAEMU_CPU_SIMD={os.environ.get('MMAEMU_CPU_SIMD', 'auto')})")
-    print(f"reference: measured on a {args.ref_rows} x {args.ref_cols} x K sub-block of the same "
-          f"operands (best of {args.repeat}), single-threaded as it always runs; its MAC/s stands for the "
-          f"whole shape (its cost per MAC does not depend on M or N)")
-    print(f"cpu and fp32 matmul: best of {args.repeat} (matmul: of {max(args.repeat, 3)}) "
-          f"on the whole shape; bf16 output, scales 1\n")
-    print("| M x N x K | mode | fp32 matmul GMAC/s | cpu GMAC/s | cpu / fp32 matmul | "
-          "reference GMAC/s (sub-block) | cpu / reference |")
-    print("|---|---|---|---|---|---|---|")
+          f"{threads} threads; mmaemu cpu SIMD paths here: {_C.cpu_simd_paths()}; "
+          f"MMAEMU_CPU_SIMD={os.environ.get('MMAEMU_CPU_SIMD', 'auto')}, {_C.cpu_simd_choice()}")
+    print(f"best of {repeat} for every timed call; bf16 output, scales 1; reference on a "
+          f"{args.ref_rows} x {args.ref_cols} x K sub-block (single-threaded, as it always runs), "
+          f"hopper modes only\n")
+    print("GMAC/s (10^9 multiply-adds per second) unless a ratio\n")
+    print("| M x N x K | mode | fp32 matmul | torch._scaled_mm | mmaemu cpu | cpu / _scaled_mm | "
+          "cpu / fp32 matmul | reference (sub-block) | cpu / reference |")
+    print("|---|---|---|---|---|---|---|---|---|")
     torch.manual_seed(0)
-    for shape in args.shapes:
+    for shape in shapes:
         M, N, K = (int(v) for v in shape.lower().split("x"))
         x = (torch.randn(M, K) * 40).clamp(-448, 448).to(torch.float8_e4m3fn)
         w = (torch.randn(N, K) * 40).clamp(-448, 448).to(torch.float8_e4m3fn)
         xf, wf = x.float(), w.float()
         macs = M * N * K
         xf @ wf.t()  # warm-up
-        t_mm = best_time(lambda: xf @ wf.t(), max(args.repeat, 3))
-        gm_mm = macs / t_mm / 1e9
+        gm_mm = macs / best_time(lambda: xf @ wf.t(), repeat) / 1e9
         xs, ws = x[: args.ref_rows], w[: args.ref_cols]
         sub_macs = xs.shape[0] * ws.shape[0] * K
-        modes = MODES + (EXTRA_MODES if args.extra else [])
         for label, preset, fast in modes:
-            t_cpu = best_time(lambda: scaled_mm(x, w, preset, fast, "cpu"), args.repeat)
+            try:
+                torch_scaled_mm(x, w, fast)  # warm-up
+                gm_tsm = macs / best_time(lambda: torch_scaled_mm(x, w, fast), repeat) / 1e9
+            except RuntimeError:  # a shape torch's CPU _scaled_mm refuses
+                gm_tsm = None
+            scaled_mm(x, w, preset, fast, "cpu")  # warm-up (and auto's one-time measurement)
+            t_cpu = best_time(lambda: scaled_mm(x, w, preset, fast, "cpu"), repeat)
             gm_cpu = macs / t_cpu / 1e9
-            if (label, preset, fast) in MODES:
-                t_ref = best_time(lambda: scaled_mm(xs, ws, preset, fast, "reference"), args.repeat)
-                gm_ref = sub_macs / t_ref / 1e9
+            if preset == "hopper":
+                gm_ref = sub_macs / best_time(lambda: scaled_mm(xs, ws, preset, fast, "reference"), repeat) / 1e9
                 ref_cols = f"{gm_ref:.4f} | {gm_cpu / gm_ref:.0f}x"
             else:
                 ref_cols = "- | -"
-            print(f"| {M} x {N} x {K} | {label} | {gm_mm:.2f} | {gm_cpu:.3f} | "
-                  f"1/{gm_mm / gm_cpu:.1f} | {ref_cols} |", flush=True)
+            tsm, ratio = (f"{gm_tsm:.3g}", f"{gm_cpu / gm_tsm:.2f}x") if gm_tsm else ("-", "-")
+            print(f"| {M} x {N} x {K} | {label} | {gm_mm:.3g} | {tsm} | {gm_cpu:.3g} | {ratio} | "
+                  f"{gm_cpu / gm_mm:.2f} | {ref_cols} |", flush=True)
             if args.epilogues and preset == "hopper":
                 for variant, rowwise, bias in EPILOGUES:
                     t_var = best_time(lambda: scaled_mm(x, w, preset, fast, "cpu", rowwise, bias),
-                                      args.repeat)
+                                      repeat)
+                    gm_var = macs / t_var / 1e9
                     print(f"| {M} x {N} x {K} | {label}, {variant} ({t_var / t_cpu:.3f} x the "
-                          f"tensor-wise time) | {gm_mm:.2f} | {macs / t_var / 1e9:.3f} | "
-                          f"1/{gm_mm * t_var / macs * 1e9:.1f} | - | - |", flush=True)
+                          f"tensor-wise time) | {gm_mm:.3g} | - | {gm_var:.3g} | - | "
+                          f"{gm_var / gm_mm:.2f} | - | - |", flush=True)
 
 
 if __name__ == "__main__":

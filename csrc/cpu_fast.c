@@ -23,13 +23,21 @@
  *
  * MMAEMU_CPU_SIMD = auto (default) | portable | avx2 | avx512 picks the narrow kernel; a path
  * this CPU lacks or an unknown name is an error (MM_ERR_CPU_SIMD), never a silent fallback.
+ * auto times each SIMD kernel once per process and takes, per GEMM, the one with the least
+ * time over the GEMM's padded tiles (mmaemu_cpu_simd_choice says so).
  * Presets with more grid bits than hopper and ada (b200) run the SIMD kernels' split form (AVX2,
  * AVX-512), else the wide kernel (plain C, int64 sums, any preset). */
+#if !defined(_POSIX_C_SOURCE) || _POSIX_C_SOURCE < 200809L
+#undef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+#endif
 #include <fenv.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "cpu_fast.h"
 
@@ -52,13 +60,15 @@ static void plan_make(const mm_gemm* g, mm_cpu_plan* p) {
 
 /* The narrow kernels need every |S| < 2^24. A product term is P * 2^(sh0 - d) with P the
  * significand product, sh0 = frac - man_bits_a - man_bits_b, d >= 0; C's term is below
- * 2^(frac + 1) (a 24-bit significand times 2^(ce - 23 - grid), ce <= E). */
+ * 2^(frac + 1) (a 24-bit significand times 2^(ce - 23 - grid), ce <= E). frac <= 30 is
+ * implied by both bounds, and within what the kernels' exponent-add scaling needs (<= 62,
+ * cpu_fast.h). */
 static int plan_is_narrow(const mm_gemm* g) {
     const mm_preset* q = &g->preset;
     const int sh0 = q->frac - fmt_man_bits(g->fmt_a) - fmt_man_bits(g->fmt_b);
     const int64_t pmax = (int64_t)fmt_max_sig(g->fmt_a) * fmt_max_sig(g->fmt_b);
     const int64_t term = sh0 >= 0 ? pmax << sh0 : pmax;
-    return (int64_t)q->block * term + ((int64_t)1 << (q->frac + 1)) < ((int64_t)1 << 24);
+    return q->frac <= 30 && (int64_t)q->block * term + ((int64_t)1 << (q->frac + 1)) < ((int64_t)1 << 24);
 }
 
 /* The split kernels need each half-block sum below 2^31: the first ceil(block/2) terms plus
@@ -69,7 +79,7 @@ static int plan_fits_split(const mm_gemm* g) {
     const int64_t pmax = (int64_t)fmt_max_sig(g->fmt_a) * fmt_max_sig(g->fmt_b);
     const int64_t term = sh0 >= 0 ? pmax << sh0 : pmax;
     const int64_t h = (q->block + 1) / 2;
-    return h * term + ((int64_t)1 << (q->frac + 1)) < ((int64_t)1 << 31);
+    return q->frac <= 30 && h * term + ((int64_t)1 << (q->frac + 1)) < ((int64_t)1 << 31);
 }
 
 /* ---- SIMD path ------------------------------------------------------------------------- */
@@ -105,13 +115,130 @@ const char* mmaemu_cpu_simd_paths(void) {
     return names;
 }
 
-/* The narrow kernel MMAEMU_CPU_SIMD asks for, or the best one; NULL for a bad request. */
-static const mm_cpu_kernel* narrow_kernel(void) {
+/* ---- auto: the SIMD path by measured speed ----------------------------------------------- */
+
+/* Per SIMD kernel, its MAC/s on one thread over full tiles (hopper, fast accumulation, a
+ * 1024-k panel in L1/L2), measured once per process at the first `auto` GEMM (a few ms).
+ * The CPU's feature flags do not decide: on Zen 4 (AVX-512 on 256-bit units) and on CPUs that
+ * lower their clock for 512-bit work the wider kernel is not always the faster one. */
+enum { MM_CPU_PROBE_K = 1024, MM_CPU_PROBE_ROUNDS = 7 };
+static const mm_cpu_kernel* const simd_kernels[] = {&mm_cpu_kernel_avx512, &mm_cpu_kernel_avx2};
+enum { MM_CPU_NSIMD = sizeof(simd_kernels) / sizeof(simd_kernels[0]) };
+static double simd_rate[MM_CPU_NSIMD]; /* MAC/s; 0: the path is not available here */
+static char simd_choice_text[256];
+static pthread_once_t simd_probe_once = PTHREAD_ONCE_INIT;
+
+static double now_seconds(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Synthetic decoded operands: exponents and values in the normal range, so no lane takes the
+ * rare exact-composition path and the time is the hot loops'. */
+static void probe_operands(const mm_cpu_kernel* k, int32_t* a, int32_t* panel) {
+    const int64_t stride = MM_CPU_PANEL_STRIDE(k->w);
+    for (int r = 0; r < k->mr; r++)
+        for (int64_t kk = 0; kk < MM_CPU_PROBE_K; kk++) {
+            a[r * 2 * MM_CPU_PROBE_K + 2 * kk] = mm_cpu_a_word((int32_t)((kk * 7 + r) % 9) - 4);
+            a[r * 2 * MM_CPU_PROBE_K + 2 * kk + 1] =
+                (int32_t)mm_f32_bits((kk & 1 ? -1.5f : 1.25f) * mm_bits_f32((uint32_t)(127 - k->a_bias) << 23));
+        }
+    for (int64_t kk = 0; kk < MM_CPU_PROBE_K; kk++)
+        for (int c = 0; c < k->w; c++) {
+            ((mm_cpu_i16*)(void*)(panel + kk * stride))[c] = (int16_t)((kk * 5 + c) % 11 - 5);
+            mm_cpu_values(panel + kk * stride + k->w / 2)[c] = (c & 1) ? 0.75f : -1.125f;
+        }
+}
+
+static void simd_probe(void) {
+    mm_cpu_plan plan;
+    memset(&plan, 0, sizeof plan);
+    plan.K = MM_CPU_PROBE_K;
+    plan.block = 32;
+    plan.frac = 13;
+    plan.keep = 14;
+    plan.promote_blocks = 4;
+    plan.fast = 1;
+    plan.keep_mask = ~((1u << 10) - 1u);
+    int32_t* a[MM_CPU_NSIMD] = {0};
+    int32_t* panel[MM_CPU_NSIMD] = {0};
+    float acc[4096];
+    double best[MM_CPU_NSIMD];
+    for (int i = 0; i < MM_CPU_NSIMD; i++) {
+        const mm_cpu_kernel* k = simd_kernels[i];
+        best[i] = 0.0;
+        if (!kernel_named(k->name) || k->mr * k->w > 4096) continue;
+        a[i] = malloc(sizeof(int32_t) * (size_t)(2 * k->mr * MM_CPU_PROBE_K));
+        panel[i] = malloc(sizeof(int32_t) * (size_t)(MM_CPU_PANEL_STRIDE(k->w) * MM_CPU_PROBE_K));
+        if (!a[i] || !panel[i]) continue;
+        probe_operands(k, a[i], panel[i]);
+        best[i] = 1e30;
+    }
+    /* Rounds alternate the kernels, so a busy moment of the machine slows all of them; the
+     * best round of each counts. A round: 8 tiles (about 1 to 4 ms on a recent x86-64 core). */
+    for (int round = 0; round < MM_CPU_PROBE_ROUNDS; round++)
+        for (int i = 0; i < MM_CPU_NSIMD; i++) {
+            if (best[i] == 0.0) continue;
+            const mm_cpu_kernel* k = simd_kernels[i];
+            const double t0 = now_seconds();
+            for (int rep = 0; rep < 8; rep++)
+                k->tile(&plan, a[i], 2 * MM_CPU_PROBE_K, panel[i], 0, MM_CPU_PROBE_K, acc, 0);
+            const double t = now_seconds() - t0;
+            if (t < best[i]) best[i] = t;
+        }
+    int len = snprintf(simd_choice_text, sizeof simd_choice_text,
+                       "auto: per GEMM the path with the least measured time for its padded tiles; "
+                       "measured here (one thread, hopper fast):");
+    int any = 0;
+    for (int i = 0; i < MM_CPU_NSIMD; i++) {
+        const mm_cpu_kernel* k = simd_kernels[i];
+        simd_rate[i] = best[i] > 0.0 && best[i] < 1e30 ? 8.0 * k->mr * k->w * MM_CPU_PROBE_K / best[i] : 0.0;
+        if (simd_rate[i] > 0.0 && len > 0 && len < (int)sizeof simd_choice_text) {
+            len += snprintf(simd_choice_text + len, sizeof simd_choice_text - (size_t)len, "%s %s %.1f GMAC/s (%d x %d tiles)",
+                            any ? "," : "", k->name, simd_rate[i] * 1e-9, k->mr, k->w);
+            any = 1;
+        }
+        free(a[i]);
+        free(panel[i]);
+    }
+    if (!any)
+        snprintf(simd_choice_text, sizeof simd_choice_text, "auto: portable (no AVX2 or AVX-512 kernel on this CPU)");
+}
+
+const char* mmaemu_cpu_simd_choice(void) {
+    const char* env = getenv("MMAEMU_CPU_SIMD");
+    if (env && *env && strcmp(env, "auto") != 0) {
+        static _Thread_local char forced[160];
+        snprintf(forced, sizeof forced, "%s (MMAEMU_CPU_SIMD=%s)%s", env, env,
+                 kernel_named(env) ? "" : ": not available on this CPU, an error");
+        return forced;
+    }
+    pthread_once(&simd_probe_once, simd_probe);
+    return simd_choice_text;
+}
+
+/* The narrow kernel MMAEMU_CPU_SIMD asks for, or (auto) the SIMD kernel whose measured rate
+ * gives g the least time over its padded tiles (rows to mr, columns to w); NULL for a bad
+ * request. */
+static const mm_cpu_kernel* narrow_kernel(const mm_gemm* g) {
     const char* env = getenv("MMAEMU_CPU_SIMD");
     if (env && *env && strcmp(env, "auto") != 0) return kernel_named(env);
-    const mm_cpu_kernel* k = kernel_named("avx512");
-    if (!k) k = kernel_named("avx2");
-    return k ? k : &mm_cpu_kernel_portable;
+    pthread_once(&simd_probe_once, simd_probe);
+    const mm_cpu_kernel* pick = &mm_cpu_kernel_portable;
+    double pick_time = 0.0;
+    for (int i = 0; i < MM_CPU_NSIMD; i++) {
+        if (simd_rate[i] <= 0.0) continue;
+        const mm_cpu_kernel* k = simd_kernels[i];
+        const double rows = (double)((g->M + k->mr - 1) / k->mr * k->mr);
+        const double cols = (double)((g->N + k->w - 1) / k->w * k->w);
+        const double t = rows * cols / simd_rate[i];
+        if (pick == &mm_cpu_kernel_portable || t < pick_time) {
+            pick = k;
+            pick_time = t;
+        }
+    }
+    return pick;
 }
 
 /* ---- decoding -------------------------------------------------------------------------- */
@@ -122,8 +249,8 @@ typedef struct {
     uint8_t special[256]; /* NaN or Inf */
 } mm_cpu_lut;
 
-/* Every code's decoded form; the value is m * 2^lsb, exact in fp32. */
-static void lut_make(mm_cpu_lut* t, int fmt) {
+/* Every code's decoded form; the value is m * 2^(lsb - bias), exact in fp32. */
+static void lut_make(mm_cpu_lut* t, int fmt, int bias) {
     for (int code = 0; code < 256; code++) {
         const mm_fp8 d = mm_decode_fp8((uint8_t)code, fmt);
         t->special[code] = d.cls == MM_CLS_NAN || d.cls == MM_CLS_INF;
@@ -131,7 +258,7 @@ static void lut_make(mm_cpu_lut* t, int fmt) {
             t->e[code] = MM_CPU_ZERO_EXP;
             t->v[code] = 0.0f;
         } else {
-            const float mag = (float)d.m * mm_bits_f32((uint32_t)(127 + d.lsb) << 23);
+            const float mag = (float)d.m * mm_bits_f32((uint32_t)(127 + d.lsb - bias) << 23);
             t->e[code] = d.e;
             t->v[code] = d.sign ? -mag : mag;
         }
@@ -164,28 +291,35 @@ static void decode_a(const mm_gemm* g, const mm_cpu_lut* t, int64_t m_pad, int64
 }
 
 /* Columns [j0, j0 + w) of B over k in [k0, k1) as a panel, its record 0 at k0 (columns from N
- * on are zeros); col_special[c] = column j0 + c holds NaN/Inf in that range. */
+ * on are zeros); col_special[c] = column j0 + c holds NaN/Inf in that range. Written record by
+ * record (k outer), so the stores are sequential: column by column, every store of a column
+ * landed in a different cache line of the panel, and decoding cost more than the kernel at
+ * small M (measured on Zen 4). */
 static void decode_b_panel(const mm_gemm* g, const mm_cpu_lut* t, int64_t j0, int w, int64_t k0,
                            int64_t k1, int32_t* panel, uint8_t* col_special) {
     const int64_t len = k1 - k0, stride = MM_CPU_PANEL_STRIDE(w);
+    const uint8_t* src[64];
+    int real = 0; /* columns j0 .. j0 + real - 1 exist */
     for (int c = 0; c < w; c++) {
-        mm_cpu_i16* pe = (mm_cpu_i16*)(void*)panel + c;
-        mm_cpu_f32* pv = mm_cpu_values(panel + w / 2) + c;
-        uint8_t special = 0;
+        col_special[c] = 0;
         if (j0 + c < g->N) {
-            const uint8_t* src = g->b + (j0 + c) * g->ldb + k0;
-            for (int64_t k = 0; k < len; k++) {
-                pe[2 * k * stride] = (int16_t)t->e[src[k]];
-                pv[k * stride] = t->v[src[k]];
-                special |= t->special[src[k]];
-            }
-        } else {
-            for (int64_t k = 0; k < len; k++) {
-                pe[2 * k * stride] = MM_CPU_ZERO_EXP;
-                pv[k * stride] = 0.0f;
-            }
+            src[c] = g->b + (j0 + c) * g->ldb + k0;
+            real = c + 1;
         }
-        col_special[c] = special;
+    }
+    for (int64_t k = 0; k < len; k++) {
+        mm_cpu_i16* pe = (mm_cpu_i16*)(void*)(panel + k * stride);
+        mm_cpu_f32* pv = mm_cpu_values(panel + k * stride + w / 2);
+        for (int c = 0; c < real; c++) {
+            const uint8_t code = src[c][k];
+            pe[c] = (int16_t)t->e[code];
+            pv[c] = t->v[code];
+            col_special[c] |= t->special[code];
+        }
+        for (int c = real; c < w; c++) {
+            pe[c] = MM_CPU_ZERO_EXP;
+            pv[c] = 0.0f;
+        }
     }
 }
 
@@ -599,7 +733,7 @@ int mmaemu_gemm_cpu(const mm_gemm* g, int threads) {
     int rc = mmaemu_gemm_check(g);
     if (rc != MM_OK) return rc;
     if (mmaemu_cpu_flushes_denormals()) return MM_ERR_FLUSH_DENORMAL;
-    const mm_cpu_kernel* narrow = narrow_kernel();
+    const mm_cpu_kernel* narrow = narrow_kernel(g);
     if (!narrow) return MM_ERR_CPU_SIMD;
     if (g->M == 0 || g->N == 0) return MM_OK;
     /* K = 0: every output is the epilogue of +0, and the operands may be NULL. */
@@ -645,8 +779,8 @@ int mmaemu_gemm_cpu(const mm_gemm* g, int threads) {
         return mmaemu_gemm_reference(g);
     }
     mm_cpu_lut lut_a;
-    lut_make(&lut_a, g->fmt_a);
-    lut_make(&job->lut_b, g->fmt_b);
+    lut_make(&lut_a, g->fmt_a, job->kern->a_bias);
+    lut_make(&job->lut_b, g->fmt_b, 0);
     if (threads < 1) threads = 1;
     /* Small problems are not worth a thread start (tens of microseconds). */
     if ((double)g->M * (double)g->N * (double)(g->K + 1) < (double)(1 << 18)) threads = 1;

@@ -101,7 +101,24 @@ typedef struct {
     int mr, w;                /* tile rows, tile columns (the B panel width) */
     mm_cpu_tile_fn tile;      /* narrow presets: every |S| < 2^24 (hopper, ada) */
     mm_cpu_tile_fn tile_split; /* or NULL: two int32 half-block sums, each < 2^31 (b200) */
+    int a_bias;               /* A's decoded values are v * 2^-a_bias (0 or MM_CPU_A_BIAS) */
 } mm_cpu_kernel;
+
+/* The SIMD kernels scale a product by 2^-grid with an integer add to its exponent field
+ * instead of a multiply: q = a * b is formed with A's values decoded times 2^-MM_CPU_A_BIAS,
+ * then G = (MM_CPU_A_BIAS - grid') << 23 is added to q's bits, grid' = grid clamped to
+ * [MM_CPU_PROD_EXP_MIN - frac, MM_CPU_PROD_EXP_MAX]. Why that is exact:
+ *  - a non-zero FP8 product (E4M3, E5M2) has 2^-32 <= |a * b| < 2^32 (smallest subnormals
+ *    2^-9 and 2^-16, largest values below 2^9 and 2^16), so q >= 2^-64 is normal and the
+ *    add is q * 2^(bias - grid') exactly while the result stays normal (>= 2^-64);
+ *  - the clamp changes no truncated term: grid > 32 cuts every product to 0 as grid' = 32
+ *    does, and grid < -32 - frac means E < -32, i.e. no non-zero product in the block;
+ *  - a zero product (+-0 bits) becomes +-2^(G - 127) with 0 <= G <= 64 + frac < 127, below 1,
+ *    so it truncates to 0 without a mask. That needs frac <= 62: every preset the narrow and
+ *    split bounds admit has frac <= 31 (the driver checks both). */
+#define MM_CPU_A_BIAS 32
+#define MM_CPU_PROD_EXP_MIN (-32)
+#define MM_CPU_PROD_EXP_MAX 32
 
 /* The kernels of the SIMD paths. tile needs every block sum |S| < 2^24 (int32 sums, (float)S
  * exact); tile_split needs the sum of each half block below 2^31. The driver checks which

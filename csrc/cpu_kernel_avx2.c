@@ -5,7 +5,8 @@
  * broadcast and B's panel is loaded a vector at a time, so the block maximum and the sum are
  * lane-wise (no horizontal operations). Per product and column:
  *   pass 1, int16 lanes (16 columns a vector): add, max;
- *   pass 2, fp32 lanes: a*b (exact), times s = 2^-grid (exact), truncate to int32, add.
+ *   pass 2, fp32 lanes: a*b (exact), + G to its exponent field (times 2^-grid, exact:
+ *   cpu_fast.h), truncate to int32, add.
  * The split form (presets whose block sums exceed 2^24, such as b200) sums the two halves of a
  * block separately and adds them in fp64.
  *
@@ -90,9 +91,10 @@ MM_AVX2_INLINE void fix_lanes(__m256i c[MR][NV], __m256i S[MR][NV], __m256i (*S2
         for (int v = 0; v < NV; v++) c[r][v] = cc[r][v];
 }
 
-/* Pass 2 over k in [k_begin, k_end) of a block: S += trunc((a * b) * s). */
+/* Pass 2 over k in [k_begin, k_end) of a block: S += trunc((a * b) * 2^-grid), the scaling
+ * an integer add G to the product's exponent field (cpu_fast.h, MM_CPU_A_BIAS). */
 MM_AVX2_INLINE void pass2(const int32_t* ak, int64_t as, const int32_t* bk, int k_begin,
-                          int k_end, const __m256 s[MR][NV], __m256i S[MR][NV]) {
+                          int k_end, const __m256i G[MR][NV], __m256i S[MR][NV]) {
     for (int k = k_begin; k < k_end; k++) {
         const mm_cpu_f32* vb = mm_cpu_cvalues(bk + k * STRIDE + W / 2);
         __m256 bv[NV];
@@ -100,8 +102,8 @@ MM_AVX2_INLINE void pass2(const int32_t* ak, int64_t as, const int32_t* bk, int 
         for (int r = 0; r < MR; r++) {
             const __m256 av = _mm256_broadcast_ss(mm_cpu_cvalues(ak + r * as + 2 * k + 1));
             for (int v = 0; v < NV; v++) {
-                const __m256 q = _mm256_mul_ps(_mm256_mul_ps(av, bv[v]), s[r][v]);
-                S[r][v] = _mm256_add_epi32(S[r][v], _mm256_cvttps_epi32(q));
+                const __m256i q = _mm256_add_epi32(_mm256_castps_si256(_mm256_mul_ps(av, bv[v])), G[r][v]);
+                S[r][v] = _mm256_add_epi32(S[r][v], _mm256_cvttps_epi32(_mm256_castsi256_ps(q)));
             }
         }
     }
@@ -122,6 +124,8 @@ MM_AVX2_INLINE void chain(const mm_cpu_plan* p, const int32_t* a, int64_t as, co
     const __m256i keep_mask = _mm256_set1_epi32((int32_t)p->keep_mask);
     const __m256i grid_lo = _mm256_set1_epi32(MM_CPU_GRID_MIN), grid_hi = _mm256_set1_epi32(MM_CPU_GRID_MAX_NARROW);
     const __m256i e16_init = _mm256_set1_epi16(-32768);
+    const __m256i v_frac = _mm256_set1_epi32(p->frac), v_bias = _mm256_set1_epi32(MM_CPU_A_BIAS);
+    const __m256i v_glo = _mm256_set1_epi32(MM_CPU_PROD_EXP_MIN - p->frac), v_ghi = _mm256_set1_epi32(MM_CPU_PROD_EXP_MAX);
     for (int64_t kb = k0; kb < k1; kb += p->block) {
         const int n = (int)(k1 - kb < p->block ? k1 - kb : p->block);
         const int32_t* ak = a + 2 * kb;
@@ -149,7 +153,7 @@ MM_AVX2_INLINE void chain(const mm_cpu_plan* p, const int32_t* a, int64_t as, co
         for (int r = 0; r < MR; r++) E16[r] = _mm256_max_epi16(E16[r], E16b[r]);
         /* E with C's exponent, s = 2^(frac - E), S = trunc(C * s). E itself is not kept: the
          * grid is recovered from s (exact unless E was raised to the floor, and then S = 0). */
-        __m256i S[MR][NV];
+        __m256i S[MR][NV], G[MR][NV];
         __m256 s[MR][NV];
         for (int r = 0; r < MR; r++) {
             const __m256i ep[NV] = {_mm256_cvtepi16_epi32(_mm256_castsi256_si128(E16[r])),
@@ -162,6 +166,8 @@ MM_AVX2_INLINE void chain(const mm_cpu_plan* p, const int32_t* a, int64_t as, co
                 const __m256i ef = _mm256_max_epi32(_mm256_max_epi32(ep[v], ce), v_floor);
                 s[r][v] = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_sub_epi32(v_scale, ef), 23));
                 S[r][v] = _mm256_cvttps_epi32(_mm256_mul_ps(_mm256_castsi256_ps(cb), s[r][v]));
+                G[r][v] = _mm256_slli_epi32(_mm256_sub_epi32(v_bias, _mm256_min_epi32(_mm256_max_epi32(
+                                                _mm256_sub_epi32(ef, v_frac), v_glo), v_ghi)), 23);
             }
         }
         /* Pass 2: every product cut toward zero to the grid, summed exactly. */
@@ -170,8 +176,8 @@ MM_AVX2_INLINE void chain(const mm_cpu_plan* p, const int32_t* a, int64_t as, co
             for (int r = 0; r < MR; r++)
                 for (int v = 0; v < NV; v++) S2[r][v] = zero;
             const int h = (n + 1) / 2;
-            pass2(ak, as, bk, 0, h, s, S);
-            pass2(ak, as, bk, h, n, s, S2);
+            pass2(ak, as, bk, 0, h, G, S);
+            pass2(ak, as, bk, h, n, G, S2);
             __m256i bad = zero, c_old[MR][NV];
             for (int r = 0; r < MR; r++)
                 for (int v = 0; v < NV; v++) {
@@ -185,7 +191,7 @@ MM_AVX2_INLINE void chain(const mm_cpu_plan* p, const int32_t* a, int64_t as, co
                         c[r][v] = _mm256_castps_si256(_mm256_add_ps(_mm256_castsi256_ps(c[r][v]), _mm256_castsi256_ps(c_old[r][v])));
             continue;
         }
-        pass2(ak, as, bk, 0, n, s, S);
+        pass2(ak, as, bk, 0, n, G, S);
         /* The block result: keep bits of (float)S, exponent + grid. */
         __m256i bad = zero;
         for (int r = 0; r < MR; r++)
@@ -239,8 +245,8 @@ MM_AVX2 static void tile_split(const mm_cpu_plan* p, const int32_t* a, int64_t a
     tile_impl(p, a, as, b, k0, k1, acc, resume, 1);
 }
 
-const mm_cpu_kernel mm_cpu_kernel_avx2 = {"avx2", MR, W, tile, tile_split};
+const mm_cpu_kernel mm_cpu_kernel_avx2 = {"avx2", MR, W, tile, tile_split, MM_CPU_A_BIAS};
 
 #else
-const mm_cpu_kernel mm_cpu_kernel_avx2 = {"avx2", 1, 1, 0, 0};
+const mm_cpu_kernel mm_cpu_kernel_avx2 = {"avx2", 1, 1, 0, 0, 0};
 #endif

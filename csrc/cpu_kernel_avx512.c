@@ -81,9 +81,10 @@ MM_AVX512_INLINE void fix_lanes(__m512i c[MR][NV], __m512i S[MR][NV], __m512i (*
         for (int v = 0; v < NV; v++) c[r][v] = cc[r][v];
 }
 
-/* Pass 2 over k in [k_begin, k_end) of a block: S += trunc((a * b) * s). */
+/* Pass 2 over k in [k_begin, k_end) of a block: S += trunc((a * b) * 2^-grid), the scaling
+ * an integer add G to the product's exponent field (cpu_fast.h, MM_CPU_A_BIAS). */
 MM_AVX512_INLINE void pass2(const int32_t* ak, int64_t as, const int32_t* bk, int k_begin,
-                            int k_end, const __m512 s[MR][NV], __m512i S[MR][NV]) {
+                            int k_end, const __m512i G[MR][NV], __m512i S[MR][NV]) {
     for (int k = k_begin; k < k_end; k++) {
         const mm_cpu_f32* vb = mm_cpu_cvalues(bk + k * STRIDE + W / 2);
         __m512 bv[NV];
@@ -91,8 +92,8 @@ MM_AVX512_INLINE void pass2(const int32_t* ak, int64_t as, const int32_t* bk, in
         for (int r = 0; r < MR; r++) {
             const __m512 av = _mm512_set1_ps(mm_bits_f32((uint32_t)ak[r * as + 2 * k + 1]));
             for (int v = 0; v < NV; v++) {
-                const __m512 q = _mm512_mul_ps(_mm512_mul_ps(av, bv[v]), s[r][v]);
-                S[r][v] = _mm512_add_epi32(S[r][v], _mm512_cvttps_epi32(q));
+                const __m512i q = _mm512_add_epi32(_mm512_castps_si512(_mm512_mul_ps(av, bv[v])), G[r][v]);
+                S[r][v] = _mm512_add_epi32(S[r][v], _mm512_cvttps_epi32(_mm512_castsi512_ps(q)));
             }
         }
     }
@@ -128,6 +129,8 @@ MM_AVX512_INLINE void chain(const mm_cpu_plan* p, const int32_t* a, int64_t as, 
     const __m512i keep_mask = _mm512_set1_epi32((int32_t)p->keep_mask);
     const __m512i grid_lo = _mm512_set1_epi32(MM_CPU_GRID_MIN), grid_hi = _mm512_set1_epi32(MM_CPU_GRID_MAX_NARROW);
     const __m512i e16_init = _mm512_set1_epi16(-32768);
+    const __m512i v_frac = _mm512_set1_epi32(p->frac), v_bias = _mm512_set1_epi32(MM_CPU_A_BIAS);
+    const __m512i v_glo = _mm512_set1_epi32(MM_CPU_PROD_EXP_MIN - p->frac), v_ghi = _mm512_set1_epi32(MM_CPU_PROD_EXP_MAX);
     for (int64_t kb = k0; kb < k1; kb += p->block) {
         const int n = (int)(k1 - kb < p->block ? k1 - kb : p->block);
         const int32_t* ak = a + 2 * kb;
@@ -155,7 +158,7 @@ MM_AVX512_INLINE void chain(const mm_cpu_plan* p, const int32_t* a, int64_t as, 
         for (int r = 0; r < MR; r++) E16[r] = _mm512_max_epi16(E16[r], E16b[r]);
         /* E with C's exponent, s = 2^(frac - E), S = trunc(C * s); the grid is later recovered
          * from s (as in the AVX2 kernel). */
-        __m512i S[MR][NV];
+        __m512i S[MR][NV], G[MR][NV];
         __m512 s[MR][NV];
         for (int r = 0; r < MR; r++) {
             const __m512i ep[NV] = {_mm512_cvtepi16_epi32(_mm512_castsi512_si256(E16[r])),
@@ -169,16 +172,18 @@ MM_AVX512_INLINE void chain(const mm_cpu_plan* p, const int32_t* a, int64_t as, 
                 const __m512i ef = _mm512_max_epi32(_mm512_max_epi32(ep[v], ce), v_floor);
                 s[r][v] = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_sub_epi32(v_scale, ef), 23));
                 S[r][v] = _mm512_cvttps_epi32(_mm512_mul_ps(_mm512_castsi512_ps(cb), s[r][v]));
+                G[r][v] = _mm512_slli_epi32(_mm512_sub_epi32(v_bias, _mm512_min_epi32(_mm512_max_epi32(
+                                                _mm512_sub_epi32(ef, v_frac), v_glo), v_ghi)), 23);
             }
         }
         /* Pass 2: every product cut toward zero to the grid, summed exactly (split: the
          * second half of the block into S2). */
         const int h = split ? (n + 1) / 2 : n;
-        pass2(ak, as, bk, 0, h, s, S);
+        pass2(ak, as, bk, 0, h, G, S);
         __m512i S2[MR][NV];
         for (int r = 0; r < MR; r++)
             for (int v = 0; v < NV; v++) S2[r][v] = zero;
-        pass2(ak, as, bk, h, n, s, S2);
+        pass2(ak, as, bk, h, n, G, S2);
         __mmask16 bad = 0;
         if (split) {
             __m512i c_old[MR][NV];
@@ -243,8 +248,8 @@ MM_AVX512 static void tile_split(const mm_cpu_plan* p, const int32_t* a, int64_t
     tile_impl(p, a, as, b, k0, k1, acc, resume, 1);
 }
 
-const mm_cpu_kernel mm_cpu_kernel_avx512 = {"avx512", MR, W, tile, tile_split};
+const mm_cpu_kernel mm_cpu_kernel_avx512 = {"avx512", MR, W, tile, tile_split, MM_CPU_A_BIAS};
 
 #else
-const mm_cpu_kernel mm_cpu_kernel_avx512 = {"avx512", 1, 1, 0, 0};
+const mm_cpu_kernel mm_cpu_kernel_avx512 = {"avx512", 1, 1, 0, 0, 0};
 #endif

@@ -42,6 +42,8 @@ int mmaemu_gemm_cpu(const mm_gemm* g, int threads);
 
 /* The SIMD paths the `cpu` backend can run here, comma-separated ("portable,avx2"). */
 const char* mmaemu_cpu_simd_paths(void);
+/* Which SIMD path MMAEMU_CPU_SIMD selects and why (auto: the measured rates it decides by). */
+const char* mmaemu_cpu_simd_choice(void);
 
 /* mmaemu.mma: d[i] = the preset's chain of blocks over a[i, :] . b[i, :] starting from c[i].
  * a, b: [n, K] with row strides lda, ldb; K a multiple of the block size. */

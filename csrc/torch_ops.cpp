@@ -355,6 +355,10 @@ static PyObject* py_cpu_simd_paths(PyObject*, PyObject*) {
   return PyUnicode_FromString(mmaemu_cpu_simd_paths());
 }
 
+static PyObject* py_cpu_simd_choice(PyObject*, PyObject*) {
+  return PyUnicode_FromString(mmaemu_cpu_simd_choice());
+}
+
 static PyMethodDef methods[] = {
     {"cpu_flushes_denormals", py_cpu_flushes_denormals, METH_NOARGS,
      "True when this thread's CPU flushes fp32 subnormals to zero."},
@@ -362,6 +366,8 @@ static PyMethodDef methods[] = {
      "One line on the CUDA driver loader's state."},
     {"cpu_simd_paths", py_cpu_simd_paths, METH_NOARGS,
      "The SIMD paths of the cpu backend this CPU can run, comma-separated (MMAEMU_CPU_SIMD)."},
+    {"cpu_simd_choice", py_cpu_simd_choice, METH_NOARGS,
+     "Which SIMD path the cpu backend runs and why (auto: the speeds it measured here)."},
     {nullptr, nullptr, 0, nullptr}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_C", nullptr, -1, methods};

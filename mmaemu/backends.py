@@ -663,8 +663,9 @@ def cpu_status():
     """The `cpu` backend's row: always available on CPU tensors; which SIMD paths this CPU has."""
     forced = os.environ.get("MMAEMU_CPU_SIMD") or "auto"
     return dict(name="cpu", device="cpu", available=True,
-                reason=f"the fast exact CPU kernel; SIMD paths here: {_C.cpu_simd_paths()} "
-                       f"(MMAEMU_CPU_SIMD={forced}); {torch.get_num_threads()} threads",
+                reason=f"the fast exact CPU kernel; SIMD paths here: {_C.cpu_simd_paths()}; "
+                       f"MMAEMU_CPU_SIMD={forced}, {_C.cpu_simd_choice()}; "
+                       f"{torch.get_num_threads()} threads",
                 presets=list(KERNELS["reference"].presets), gated=False, exact=True,
                 auto_for=list(PRIORITY), load=None)
 

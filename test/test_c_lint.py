@@ -98,6 +98,8 @@ int mmaemu_gemm_cpu(const mm_gemm* g, int threads) {
     }
     return rc;
 }
+/* The harness also runs every SIMD path by name: this backend has one. */
+const char* mmaemu_cpu_simd_paths(void) { return "portable"; }
 """
 
 

@@ -224,6 +224,23 @@ def test_simd_path_this_cpu_lacks_is_an_error_and_auto_works():
         assert_bitwise_equal(gemm(case, x, x, "cpu"), gemm(case, x, x, "reference"))
 
 
+def test_simd_choice_says_which_path_and_why():
+    """auto reports the speeds it measured for every SIMD kernel this CPU has; a forced path is
+    named with the variable that forced it."""
+    with simd_path("auto"):
+        text = _C.cpu_simd_choice()
+    assert text.startswith("auto:")
+    for path in PATHS:
+        if path != "portable":
+            assert re.search(rf"{path} [0-9.]+ GMAC/s", text), text
+    if PATHS == ["portable"]:
+        assert "portable" in text
+    with simd_path("portable"):
+        assert _C.cpu_simd_choice() == "portable (MMAEMU_CPU_SIMD=portable)"
+    with simd_path("avx9"):
+        assert "not available" in _C.cpu_simd_choice()
+
+
 def _simde_include():
     """SIMDe >= 0.8 (older releases lack intrinsics the kernel uses): simde-py's, else the system's."""
     try:

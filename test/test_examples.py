@@ -35,6 +35,7 @@ def test_cpu_benchmark_runs_as_a_script():
     for mode in ("hopper fast", "hopper non-fast", "ada fast", "b200 fast"):
         assert f"| 32 x 64 x 128 | {mode} |" in out, out
     assert "cpu / fp32 matmul" in out and "cpu / reference" in out, out
+    assert "torch._scaled_mm" in out and "cpu / _scaled_mm" in out, out
 
 
 def test_torchao_example():
@@ -46,3 +47,15 @@ def test_torchao_example():
     assert "PerTensor: output (16, 128) torch.bfloat16" in out, out
     assert "PerRow: output (16, 128) torch.bfloat16" in out, out
     assert "row-wise kernel: CUTLASS f8f8bf16_rowwise" in out, out
+
+
+def test_cpu_benchmark_quick_mode():
+    """--quick (the CI smoke run): decode-sized shapes, hopper fast, every column filled."""
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "cpu.py"), "--quick"],
+                       cwd=ROOT / "benchmarks", capture_output=True, text=True, timeout=600)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    rows = [line for line in out.splitlines() if line.startswith("| ") and "hopper fast" in line]
+    assert len(rows) == 3 and rows[0].startswith("| 1 x 256 x 512 |"), out
+    for row in rows:
+        assert "| - |" not in row, row

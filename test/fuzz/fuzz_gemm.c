@@ -8,14 +8,16 @@
  *  - a plan built inside the documented limits passes mmaemu_gemm_check, and a plan with one
  *    field out of range fails it with MM_ERR_ARGUMENT, in all three entry points, and no
  *    output byte is written;
- *  - mmaemu_gemm_cpu (any thread count) writes the same bytes as mmaemu_gemm_reference,
- *    including the gaps between output rows (which neither may touch);
+ *  - mmaemu_gemm_cpu (any thread count; auto and every SIMD path this CPU has) writes the
+ *    same bytes as mmaemu_gemm_reference, including the gaps between output rows (which
+ *    neither may touch);
  *  - mmaemu_mma_reference with C = +0 equals the fast-accumulation GEMM accumulator of the
  *    same row pair (the same chain of blocks, reached through a different entry point).
  * A violation prints the plan and aborts, which libFuzzer reports as a crash.
  *
  * Build and run: scripts/fuzz.sh [seconds]; FUZZ_GEMM_VERBOSE=1 prints each decoded plan. test/fuzz/replay_main.c replays inputs without
  * libFuzzer (used by test/test_fuzz_corpus.py). */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -166,6 +168,9 @@ static void corrupt(reader* r, mm_gemm* g) {
     }
 }
 
+static void compare_outputs(const uint8_t* out_ref, const uint8_t* out_cpu, size_t out_bytes,
+                            int esize, int64_t ldo, const mm_gemm* g, int threads, const char* path);
+
 static void fuzz_gemm(reader* r, int corrupted) {
     mm_gemm g;
     take_plan(r, &g);
@@ -211,20 +216,36 @@ static void fuzz_gemm(reader* r, int corrupted) {
             fail("a plan inside the documented limits was refused", &g, threads);
         }
         if (rc_ref != MM_OK || rc_cpu != MM_OK) fail("a checked plan failed to run", &g, threads);
-        for (size_t i = 0; i < out_bytes; i++) {
-            if (out_ref[i] != out_cpu[i]) {
-                const size_t e = i / (size_t)esize;
-                fprintf(stderr, "fuzz_gemm: first difference at output element (%lld, %lld): "
-                        "byte %zu, reference 0x%02x, cpu 0x%02x\n", (long long)(e / (size_t)ldo),
-                        (long long)(e % (size_t)ldo), i % (size_t)esize, out_ref[i], out_cpu[i]);
-                fail("mmaemu_gemm_cpu differs from mmaemu_gemm_reference", &g, threads);
-            }
+        compare_outputs(out_ref, out_cpu, out_bytes, esize, ldo, &g, threads, "auto");
+        /* Every SIMD path this CPU has, not only the one auto picks for this shape. */
+        char paths[64];
+        snprintf(paths, sizeof paths, "%s", mmaemu_cpu_simd_paths());
+        for (char* path = strtok(paths, ","); path; path = strtok(NULL, ",")) {
+            setenv("MMAEMU_CPU_SIMD", path, 1);
+            memset(out_cpu, CANARY, out_bytes);
+            if (mmaemu_gemm_cpu(&g, threads) != MM_OK) fail("a checked plan failed to run", &g, threads);
+            compare_outputs(out_ref, out_cpu, out_bytes, esize, ldo, &g, threads, path);
         }
+        unsetenv("MMAEMU_CPU_SIMD");
     }
     free(a);
     free(b);
     free(out_ref);
     free(out_cpu);
+}
+
+/* Fails unless the cpu backend's output bytes (SIMD path `path`) equal the reference's. */
+static void compare_outputs(const uint8_t* out_ref, const uint8_t* out_cpu, size_t out_bytes,
+                            int esize, int64_t ldo, const mm_gemm* g, int threads, const char* path) {
+    for (size_t i = 0; i < out_bytes; i++) {
+        if (out_ref[i] != out_cpu[i]) {
+            const size_t e = i / (size_t)esize;
+            fprintf(stderr, "fuzz_gemm: first difference at output element (%lld, %lld): "
+                    "byte %zu, reference 0x%02x, cpu 0x%02x (SIMD path %s)\n", (long long)(e / (size_t)ldo),
+                    (long long)(e % (size_t)ldo), i % (size_t)esize, out_ref[i], out_cpu[i], path);
+            fail("mmaemu_gemm_cpu differs from mmaemu_gemm_reference", g, threads);
+        }
+    }
 }
 
 static void fuzz_mma(reader* r) {
