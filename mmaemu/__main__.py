@@ -6,6 +6,8 @@ import sys
 
 import torch
 
+from mmaemu.errors import MmaemuError
+
 OUT_DTYPES = {"f32": torch.float32, "fp32": torch.float32, "bf16": torch.bfloat16,
               "f16": torch.float16, "fp16": torch.float16, "e4m3": torch.float8_e4m3fn,
               "e5m2": torch.float8_e5m2}
@@ -85,8 +87,26 @@ def _parse_splitk(text):
     return int(text)
 
 
+def _validate_explain_args(args):
+    """The checks mmaemu.scaled_mm makes, run on meta tensors of the given sizes (nothing is
+    allocated): a call the API refuses is refused here with the same class and message."""
+    from mmaemu.validation import validate_scaled_mm
+    for name in ("M", "N", "K"):
+        if getattr(args, name) < 0:
+            raise ValueError(f"{name} must be >= 0, got {getattr(args, name)}")
+    try:
+        torch.device(args.device)
+    except RuntimeError as e:
+        raise ValueError(f"--device {args.device!r}: {e}") from None
+    mat1 = torch.empty(args.M, args.K, dtype=OUT_DTYPES[args.fmt_a], device="meta")
+    mat2 = torch.empty(args.N, args.K, dtype=OUT_DTYPES[args.fmt_b], device="meta").t()
+    scale = torch.empty((), device="meta")
+    validate_scaled_mm(mat1, mat2, scale, scale, None, None, OUT_DTYPES[args.out], args.fast)
+
+
 def cmd_explain(args):
     from mmaemu.api import explain_shape
+    _validate_explain_args(args)
     plan = explain_shape(args.M, args.N, args.K, args.fmt_a, args.fmt_b, OUT_DTYPES[args.out],
                          args.fast, profile=args.profile, backend=args.backend,
                          splitk=_parse_splitk(args.splitk), device=args.device)
@@ -127,8 +147,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     try:
         return args.func(args)
-    except (KeyError, ValueError, TypeError) as e:
-        print(f"error: {e}", file=sys.stderr)
+    except (KeyError, ValueError, TypeError, MmaemuError) as e:
+        print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
         return 2
 
 

@@ -422,6 +422,30 @@ def test_cli_explain_bad_profile_exits_2():
     assert r.returncode == 2 and "unknown profile" in r.stderr
 
 
+@pytest.mark.parametrize("argv, cls", [
+    (["64", "5760", "17"], "ReferenceRejectsError"),          # K not a multiple of 16
+    (["16", "24", "64"], "ReferenceRejectsError"),            # N not a multiple of 16
+    (["-1", "16", "32"], "ValueError"),
+    (["64", "64", "64", "--fmt-a", "e5m2", "--fmt-b", "e5m2"], "ReferenceRejectsError"),
+    (["16", "16", "64", "--device", "zz"], "ValueError"),
+])
+def test_cli_explain_validates_as_the_api_and_exits_2(argv, cls):
+    """The CLI runs the API's validation on meta tensors: the same class and message, one line."""
+    r = subprocess.run([sys.executable, "-m", "mmaemu", "explain", *argv], capture_output=True,
+                       text=True)
+    assert r.returncode == 2, r.stdout + r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {cls}: "), r.stderr
+    if cls == "ReferenceRejectsError":
+        M, N, K = (int(v) for v in argv[:3])
+        fa = getattr(torch, "float8_e5m2" if "e5m2" in argv else "float8_e4m3fn")
+        mat1 = torch.zeros(M, K, dtype=torch.float32).to(fa)
+        mat2 = torch.zeros(N, K, dtype=torch.float32).to(fa).t()
+        with pytest.raises(mmaemu.ReferenceRejectsError) as e:
+            mmaemu.scaled_mm(mat1, mat2, torch.tensor(1.0), torch.tensor(1.0), splitk=1)
+        assert lines[0] == f"error: {cls}: {e.value}"
+
+
 def test_live_query_decides_on_the_profiles_own_gpu(monkeypatch):
     """On the reference GPU a shape missing from the table is decided by cuBLASLt's heuristic."""
     from mmaemu import _cublaslt
