@@ -196,4 +196,6 @@ def test_zero_padding_across_a_split_grain_can_change_bits():
 def test_ws0_profiles_never_split(M, N, K, fast, out, profile):
     from mmaemu.api import explain_shape
     plan = explain_shape(M, N, K, "e4m3", "e4m3", out, fast, profile=profile)
-    assert (plan.split.S, plan.split.scheme, plan.split.source) == (1, "none", "rule")
+    # A shape the ws0 table records is decided by its row (always S = 1), any other by the rule.
+    assert (plan.split.S, plan.split.scheme) == (1, "none")
+    assert plan.split.source in ("table", "rule"), plan.split
