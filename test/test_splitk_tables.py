@@ -271,10 +271,10 @@ def test_guide_section7_module_runs_without_splitk(profile, batch, expect):
 def test_cli_explain_shows_table_envelope_and_unknown_with_the_bound(capsys):
     cli(["explain", "64", "5760", "1920", "--out", "bf16", "--fast"])
     assert "source='table'" in capsys.readouterr().out
-    cli(["explain", "4096", "4096", "5000", "--out", "bf16", "--fast"])
+    cli(["explain", "4096", "4096", "5008", "--out", "bf16", "--fast"])
     out = capsys.readouterr().out
     assert "source='envelope'" in out and "> B = " in out
-    cli(["explain", "16", "16", "5000", "--out", "bf16", "--fast"])
+    cli(["explain", "16", "16", "5008", "--out", "bf16", "--fast"])
     out = capsys.readouterr().out
     assert "source='unknown'" in out and "<= B = " in out
 
