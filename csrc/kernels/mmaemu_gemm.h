@@ -230,14 +230,35 @@ MMAEMU_HD uint32_t mm_f32_canonical(float v) {
 
 MMAEMU_HD uint32_t mm_output_bits(float v, const mm_gemm* g);
 
-/* fp32 fma(alpha, acc, +0) without an fma instruction: the product rounded once; an exact-zero
- * product (alpha or acc zero) gives +0 (-0 + +0 = +0), a non-zero one that underflows keeps
- * its sign. cuBLASLt's epilogue D = alpha * acc + beta * C with beta = 0: validated on RTX 4060
- * recordings (test/test_hw_mini.py); inferred for the H100 (the same cuBLASLt epilogue). */
-MMAEMU_HD float mm_alpha_times(float alpha, float acc) {
-    const float v = alpha * acc;
-    return alpha == 0.0f || acc == 0.0f ? v + 0.0f : v;
+/* fmaf(a, b, c): a*b + c rounded once to fp32 (round to nearest even), without libm. On the
+ * GPU the instruction itself. On the host: a*b is exact in double (24 + 24 significant bits,
+ * no overflow or underflow there); the double sum is rounded to odd (TwoSum's error decides
+ * the last bit), and a value rounded to odd with 53 >= 24 + 2 bits rounds to fp32 exactly as
+ * the exact sum would, subnormal and overflowing results included. */
+MMAEMU_HD float mm_fmaf(float a, float b, float c) {
+#if defined(__CUDA_ARCH__)
+    return __fmaf_rn(a, b, c);
+#else
+    const double p = (double)a * (double)b, cd = (double)c;
+    union { double d; uint64_t u; } s;
+    s.d = p + cd;
+    if (s.d - s.d != 0.0) return (float)s.d; /* Inf or NaN: no rounding error to track */
+    const double bv = s.d - p;
+    const double err = (p - (s.d - bv)) + (cd - bv);
+    if (err != 0.0 && (s.u & 1u) == 0) {
+        /* s is even and the exact sum lies strictly beyond it towards err: take the odd
+         * neighbour on that side (s != 0 here: a zero sum of these operands is exact). */
+        if ((err > 0.0) == (s.d > 0.0)) s.u += 1u; else s.u -= 1u;
+    }
+    return (float)s.d;
+#endif
 }
+
+/* The tensor-wise epilogue is fma(alpha, acc, +0): an exact-zero product gives +0, a non-zero
+ * one that underflows keeps its sign. cuBLASLt's D = alpha * acc + beta * C with beta = 0:
+ * validated on RTX 4060 recordings (test/test_hw_mini.py); inferred for the H100 (the same
+ * cuBLASLt epilogue). */
+MMAEMU_HD float mm_alpha_times(float alpha, float acc) { return mm_fmaf(alpha, acc, 0.0f); }
 
 /* acc times the scales in the plan's order (H1: alpha = fp32(sa * sb) first). */
 MMAEMU_HD float mm_scaled(float acc, const mm_gemm* g) {
@@ -266,30 +287,6 @@ MMAEMU_HD uint32_t mm_output_bits(float v, const mm_gemm* g) {
         return mm_f32_to_e5m2(v);
     default: return mm_f32_canonical(v);
     }
-}
-
-/* fmaf(a, b, c): a*b + c rounded once to fp32 (round to nearest even), without libm. On the
- * GPU the instruction itself. On the host: a*b is exact in double (24 + 24 significant bits,
- * no overflow or underflow there); the double sum is rounded to odd (TwoSum's error decides
- * the last bit), and a value rounded to odd with 53 >= 24 + 2 bits rounds to fp32 exactly as
- * the exact sum would, subnormal and overflowing results included. */
-MMAEMU_HD float mm_fmaf(float a, float b, float c) {
-#if defined(__CUDA_ARCH__)
-    return __fmaf_rn(a, b, c);
-#else
-    const double p = (double)a * (double)b, cd = (double)c;
-    union { double d; uint64_t u; } s;
-    s.d = p + cd;
-    if (s.d - s.d != 0.0) return (float)s.d; /* Inf or NaN: no rounding error to track */
-    const double bv = s.d - p;
-    const double err = (p - (s.d - bv)) + (cd - bv);
-    if (err != 0.0 && (s.u & 1u) == 0) {
-        /* s is even and the exact sum lies strictly beyond it towards err: take the odd
-         * neighbour on that side (s != 0 here: a zero sum of these operands is exact). */
-        if ((err > 0.0) == (s.d > 0.0)) s.u += 1u; else s.u -= 1u;
-    }
-    return (float)s.d;
-#endif
 }
 
 /* fp16 bits -> fp32 (exact). */
