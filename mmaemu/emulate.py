@@ -11,12 +11,15 @@ Two pieces:
   never runs; torch.compile traces through the mode and puts the op above in the graph.
 """
 
+import sys
+
 import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from . import entry_points
 from .api import scaled_mm as _public_scaled_mm
-from .errors import MmaemuError, ReferenceRejectsError
+from .errors import MmaemuError, ReferenceRejectsError, UnsupportedFeatureError
 from .profiles import get_profile
 from .splitk import parse_splitk
 
@@ -87,46 +90,7 @@ def _profile_scaled_mm_fake(mat1, mat2, scale_a, scale_b, bias=None, scale_resul
 
 
 # ---------------------------------------------------------------------------------------------
-# Argument binding: torch 2.7.1's _scaled_mm(input, mat2, scale_a, scale_b, bias=None,
-# scale_result=None, out_dtype=None, use_fast_accum=False, *, out=None). The first argument is
-# `input` for torch._scaled_mm and `self` for torch.ops.aten._scaled_mm.
-
-_NAMES = ("mat1", "mat2", "scale_a", "scale_b", "bias", "scale_result", "out_dtype",
-          "use_fast_accum")
-_DEFAULTS = {"bias": None, "scale_result": None, "out_dtype": None, "use_fast_accum": False}
-
-
-def _bind(args, kwargs):
-    if len(args) > len(_NAMES):
-        raise TypeError(f"_scaled_mm() takes at most {len(_NAMES)} positional arguments "
-                        f"({len(args)} given)")
-    bound = dict(zip(_NAMES, args))
-    out = None
-    for key, value in kwargs.items():
-        name = "mat1" if key in ("input", "self") else key
-        if name == "out":
-            out = value
-            continue
-        if name not in _NAMES:
-            raise TypeError(f"_scaled_mm() got an unexpected keyword argument '{key}'")
-        if name in bound:
-            raise TypeError(f"_scaled_mm() got multiple values for argument '{key}'")
-        bound[name] = value
-    for name in _NAMES[:4]:
-        if name not in bound:
-            raise TypeError(f"_scaled_mm() missing required argument '{name}'")
-    for name, value in _DEFAULTS.items():
-        bound.setdefault(name, value)
-    return bound, out
-
-
-# ---------------------------------------------------------------------------------------------
 # The modes.
-
-def _scaled_mm_functions():
-    return (torch._scaled_mm, torch.ops.aten._scaled_mm, torch.ops.aten._scaled_mm.default,
-            torch.ops.aten._scaled_mm.out)
-
 
 def _tensor_subclass_in(args, kwargs):
     """True when an argument (or an element of a list/tuple argument) is a tensor subclass
@@ -147,10 +111,16 @@ def _overrides_torch_function(cls):
     return getattr(impl, "__func__", impl) is not torch.Tensor.__torch_function__.__func__
 
 
+# Built once at import: torch.compile traces the mode's lookups, not the table's construction.
+_ENTRY_POINTS = entry_points.entry_points()
+
+
 class emulate(TorchFunctionMode):
-    """Within `with mmaemu.emulate(profile=...):` every torch._scaled_mm call (also
-    torch.ops.aten._scaled_mm and its .out overload) computes mmaemu.scaled_mm with the same
-    arguments and the given profile, backend and splitk.
+    """Within `with mmaemu.emulate(profile=...):` every FP8 GEMM entry point of torch
+    (torch._scaled_mm, torch._scaled_mm_v2, torch.nn.functional.scaled_mm, their aten overloads
+    and out variants: entry_points.py) computes mmaemu.scaled_mm with the same arguments and the
+    given profile, backend and splitk, in the forward pass and in the backward pass of the
+    autograd nodes recorded inside the context.
 
     Nothing falls back: a call mmaemu cannot compute raises the error mmaemu.scaled_mm raises
     (UnsupportedFeatureError for row-wise scales on an Ada profile, ReferenceRejectsError for calls torch
@@ -170,7 +140,6 @@ class emulate(TorchFunctionMode):
         self.profile, self.backend = profile, backend
         self.splitk = splitk
         self._splitk_text = encode_splitk(splitk, profile)
-        self._targets = _scaled_mm_functions()
         if not isinstance(dispatcher, bool):
             raise TypeError(f"dispatcher must be a bool, got {type(dispatcher).__name__}")
         self.dispatcher = dispatcher
@@ -198,27 +167,37 @@ class emulate(TorchFunctionMode):
         return (f"mmaemu.emulate(profile={self.profile!r}, backend={self.backend!r}, "
                 f"splitk={self.splitk!r}, dispatcher={self.dispatcher!r})")
 
-    def scaled_mm(self, args, kwargs):
+    def entry_point(self, func):
+        """How to bind `func` if it is one of torch's FP8 GEMM entry points, else None."""
+        try:
+            return _ENTRY_POINTS.get(func)
+        except TypeError:   # an unhashable callable: not one of them
+            return None
+
+    def scaled_mm(self, args, kwargs, binder=entry_points.v1_call):
         """One intercepted call, bound to torch 2.7.1's arguments and computed by mmaemu."""
-        a, out = _bind(args, kwargs)
-        out_dtype = a["out_dtype"]
-        if out is not None:
-            if out_dtype is not None and out_dtype != out.dtype:
+        c = binder(args, kwargs)
+        out_dtype = c.out_dtype
+        if c.out is not None:
+            if out_dtype is not None and out_dtype != c.out.dtype:
                 raise ReferenceRejectsError("out_dtype must match output matrix type")
-            out_dtype = out.dtype
+            out_dtype = c.out.dtype
+        if not torch.compiler.is_compiling():
+            _emulate_backward_of_enclosing_function(self)
         y = torch.ops.mmaemu.profile_scaled_mm(
-            a["mat1"], a["mat2"], a["scale_a"], a["scale_b"], a["bias"], a["scale_result"],
-            out_dtype, a["use_fast_accum"], self.profile, self.backend, self._splitk_text)
-        if out is None:
+            c.mat1, c.mat2, c.scale_a, c.scale_b, c.bias, c.scale_result, out_dtype,
+            c.use_fast_accum, self.profile, self.backend, self._splitk_text)
+        if c.out is None:
             return y
-        out.resize_(y.shape)
-        out.copy_(y)
-        return out
+        c.out.resize_(y.shape)
+        c.out.copy_(y)
+        return c.out
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if any(func is f for f in self._targets):
-            return self.scaled_mm(args, kwargs)
+        binder = self.entry_point(func)
+        if binder is not None:
+            return self.scaled_mm(args, kwargs, binder)
         if not _tensor_subclass_in(args, kwargs):
             return func(*args, **kwargs)
         # A tensor subclass runs Python code for `func`, and that code may call torch._scaled_mm
@@ -234,7 +213,71 @@ class emulate(TorchFunctionMode):
         if torch.compiler.is_compiling():
             return func(*args, **kwargs)
         with _DispatchCatcher(self):
-            return func(*args, **kwargs)
+            out = func(*args, **kwargs)
+        # Autograd recorded `func` on a subclass: its backward runs the subclass's Python code
+        # again, with no mode on the stack (see _catch_in_backward).
+        if isinstance(out, torch.Tensor) and out.grad_fn is not None:
+            _catch_in_backward(out.grad_fn, self)
+        return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The backward pass. Autograd runs a node's backward with the thread-local state of the
+# backward call, not of the forward (torch 2.13: no torch function mode there, and a dispatch
+# mode only if one is active around .backward()). So a node recorded under emulate() gets a
+# pre-hook that pushes a _DispatchCatcher for that node's backward: its FP8 GEMMs are computed
+# by mmaemu with the same profile, backend and splitk, wherever .backward() is called. The
+# engine restores its thread-local state after each node (measured on CPU, torch 2.13:
+# test_emulate.py::test_backward_catcher_lives_for_one_node), so the catcher never outlives it.
+
+def _catch_in_backward(node, owner):
+    if getattr(node, "_mmaemu_catcher", None) is not None:
+        return
+
+    def push_catcher(grad_outputs):
+        _DispatchCatcher(owner).__enter__()
+
+    node.register_prehook(push_catcher)
+    try:
+        node._mmaemu_catcher = owner
+    except AttributeError:   # a C++ node takes no attributes: one more hook is harmless
+        pass
+
+
+_FUNCTION_APPLY = torch.autograd.function.Function.apply.__func__.__code__
+
+
+def _emulate_backward_of_enclosing_function(owner, max_depth=64):
+    """A call inside a custom autograd.Function's forward (torchao's float8 training linear):
+    catch its node's backward too. The node is the `ctx` of the innermost forward(ctx, ...) on
+    the Python stack above this call, up to the Function.apply that runs it."""
+    frame = sys._getframe(2)
+    for _ in range(max_depth):
+        if frame is None:
+            return
+        if frame.f_code is _FUNCTION_APPLY:
+            _refuse_unseen_backward(frame)
+            return
+        if "ctx" in frame.f_code.co_varnames[:frame.f_code.co_argcount]:
+            ctx = frame.f_locals.get("ctx")
+            if isinstance(ctx, torch.autograd.function.BackwardCFunction):
+                _catch_in_backward(ctx, owner)
+                return
+        frame = frame.f_back
+
+
+def _refuse_unseen_backward(apply_frame):
+    """A Function whose forward takes no ctx (one with a separate setup_context()) gets its node
+    only after forward returns, out of emulate()'s reach: refuse when it may record a graph
+    (grad mode is off inside forward, so an input that requires grad is taken as the sign)."""
+    if torch.is_inference_mode_enabled():
+        return
+    args = apply_frame.f_locals.get("args", ())
+    if any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
+        raise UnsupportedFeatureError(
+            "an FP8 GEMM inside the forward of a custom autograd.Function defined with "
+            "setup_context(): emulate() cannot reach its backward pass, which would run torch's "
+            "kernel. Run it under torch.inference_mode(), or write forward(ctx, ...)")
 
 
 class _DispatchCatcher(TorchDispatchMode):
@@ -247,8 +290,9 @@ class _DispatchCatcher(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if func is torch.ops.aten._scaled_mm.default or func is torch.ops.aten._scaled_mm.out:
-            return self.owner.scaled_mm(args, kwargs)
+        binder = self.owner.entry_point(func)
+        if binder is not None:
+            return self.owner.scaled_mm(args, kwargs, binder)
         subclasses = [t for t in types if t is not torch.Tensor]
         if not subclasses:
             return func(*args, **kwargs)

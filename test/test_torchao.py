@@ -29,8 +29,8 @@ class Recording(mmaemu.emulate):
         super().__init__(*args, **kwargs)
         self.calls = []
 
-    def scaled_mm(self, args, kwargs):
-        y = super().scaled_mm(args, kwargs)
+    def scaled_mm(self, args, kwargs, *binder):
+        y = super().scaled_mm(args, kwargs, *binder)
         self.calls.append((args, dict(kwargs), y))
         return y
 
