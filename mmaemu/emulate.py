@@ -111,6 +111,15 @@ def _overrides_torch_function(cls):
     return getattr(impl, "__func__", impl) is not torch.Tensor.__torch_function__.__func__
 
 
+def _refuse_inside_compiled_code():
+    # torch.compile does not route calls through a torch function mode entered inside the
+    # compiled region (torch 2.13): refuse rather than silently not emulating. Under
+    # fullgraph=True the user gets torch._dynamo.exc.Unsupported whose message quotes this one.
+    if torch.compiler.is_compiling():
+        raise MmaemuError("mmaemu.emulate() must be entered outside torch.compile'd code: "
+                          "enter it around the call of the compiled function")
+
+
 # Built once at import: torch.compile traces the mode's lookups, not the table's construction.
 _ENTRY_POINTS = entry_points.entry_points()
 
@@ -132,6 +141,7 @@ class emulate(TorchFunctionMode):
     """
 
     def __init__(self, profile=None, *, backend=None, splitk="auto", dispatcher=False):
+        _refuse_inside_compiled_code()
         super().__init__()
         if profile is not None and not isinstance(profile, str):
             raise TypeError(f"profile must be a str or None, got {type(profile).__name__}")
@@ -146,11 +156,7 @@ class emulate(TorchFunctionMode):
         self._catchers = []
 
     def __enter__(self):
-        # torch.compile does not route calls through a torch function mode entered inside the
-        # compiled region (torch 2.13): refuse rather than silently not emulating.
-        if torch.compiler.is_compiling():
-            raise MmaemuError("mmaemu.emulate() must be entered outside torch.compile'd code: "
-                              "enter it around the call of the compiled function")
+        _refuse_inside_compiled_code()
         out = super().__enter__()
         if self.dispatcher:
             catcher = _DispatchCatcher(self)

@@ -218,8 +218,12 @@ def test_emulate_entered_inside_compiled_code_never_runs_native():
         with mmaemu.emulate(**S1):
             return model(x, sx)
     with torch.inference_mode():
-        with pytest.raises(Exception, match="outside torch.compile"):
+        # What the user gets under fullgraph (torch wraps an exception raised while tracing):
+        # torch._dynamo.exc.Unsupported, caused by mmaemu's MmaemuError.
+        with pytest.raises(torch._dynamo.exc.Unsupported) as info:
             torch.compile(inner, fullgraph=True, backend="aot_eager")(x)
+        assert "mmaemu.emulate() must be entered outside torch.compile'd code" \
+            in str(info.value.__cause__)
         torch._dynamo.reset()
         assert_bitwise_equal(torch.compile(inner, backend="aot_eager")(x), expected)
 
