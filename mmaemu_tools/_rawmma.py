@@ -261,7 +261,7 @@ class RawMma:
 def layout_self_test(raw, kind, fa="e4m3", fb="e4m3", tiles=3, seed=0):
     """Checks operand layouts and the accumulator fragment with integer data (exact under any
     rounding model): A, B in {-2..2}, C small integers, all distinct per element."""
-    from _hwcommon import fp8_bytes_of
+    from ._hwcommon import fp8_bytes_of
     R = 64 if kind == "wgmma" else 16
     K = 64
     g = np.random.default_rng(seed)
