@@ -159,7 +159,7 @@ echo "started goldens chain (pid $!)"
      --only P3,P4,P5 --tag ws32m $DRY $QK ) &
 if [ -z "${DRY_RUN:-}" ]; then   # the probes that compare with mmaemu itself: P8, row-wise/bias
   ( built || exit 0
-    ids=$($PY -c "import probe_hopper as p; print(','.join(['P8'] + [k for k in p.PROBES if k.startswith('rowwise_')]))")
+    ids=$($PY -c "from mmaemu_tools import probe_hopper as p; print(','.join(['P8'] + [k for k in p.PROBES if k.startswith('rowwise_')]))")
     job probes_model 90 $PY -m mmaemu_tools.probe_hopper --out "$W/probes" --only "${ids:-P8}" --tag model ) &
 fi
 
