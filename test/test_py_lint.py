@@ -33,3 +33,18 @@ def test_lint_is_clean():
                        text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "lint_py: ruff (pyflakes rules) clean" in r.stdout
+
+
+def test_no_code_edits_sys_path():
+    """The tests, the GPU tools and the shell entry points import through packages
+    (mmaemu, mmaemu_tools) and pytest's own test-directory import, never by editing sys.path."""
+    needle = "sys.path." + "insert"
+    found = []
+    for folder in ("test", "mmaemu", "mmaemu_tools", "scripts", "examples"):
+        for d, _, files in os.walk(os.path.join(ROOT, folder)):
+            for f in files:
+                if f.endswith((".py", ".sh")):
+                    path = os.path.join(d, f)
+                    if needle in open(path, encoding="utf-8", errors="replace").read():
+                        found.append(os.path.relpath(path, ROOT))
+    assert not found, found
