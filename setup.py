@@ -151,7 +151,7 @@ setup(
     name="mmaemu",
     version="0.1.0",
     description="Bit-exact emulation of NVIDIA FP8 tensor-core GEMMs on any CPU or CUDA GPU",
-    packages=["mmaemu"],
+    packages=["mmaemu", "mmaemu.integrations", "mmaemu_tools"],  # mmaemu_tools: python -m mmaemu_tools.X
     package_data={"mmaemu": ["kernels/*", "_fatbin/*"]},  # tables/ goes in by BuildPyWithTables
     ext_modules=[
         CppExtension(

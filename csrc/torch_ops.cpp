@@ -359,6 +359,23 @@ static PyObject* py_cpu_simd_choice(PyObject*, PyObject*) {
   return PyUnicode_FromString(mmaemu_cpu_simd_choice());
 }
 
+// The arithmetic of a named preset, as the ops compute it (mmaemu_presets.h): the one source of
+// these numbers for mmaemu.get_preset() and the tests. promote_k = k per promotion interval.
+static PyObject* py_preset(PyObject*, PyObject* arg) {
+  const char* name = PyUnicode_AsUTF8(arg);
+  if (!name) return nullptr;
+  const int id = mmaemu_preset_id(name);
+  if (id < 0) {
+    PyErr_Format(PyExc_KeyError, "unknown preset '%s'", name);
+    return nullptr;
+  }
+  const mm_preset p = mm_preset_get(id);
+  return Py_BuildValue("{s:i,s:i,s:i,s:i,s:i,s:i,s:i}", "id", id, "block", (int)p.block,
+                       "frac", (int)p.frac, "keep", (int)p.keep,
+                       "promote_k", (int)(p.block * p.promote_blocks), "c_late", (int)p.c_late,
+                       "split_rr_tile", (int)p.split_rr_tile);
+}
+
 static PyMethodDef methods[] = {
     {"cpu_flushes_denormals", py_cpu_flushes_denormals, METH_NOARGS,
      "True when this thread's CPU flushes fp32 subnormals to zero."},
@@ -368,6 +385,9 @@ static PyMethodDef methods[] = {
      "The SIMD paths of the cpu backend this CPU can run, comma-separated (MMAEMU_CPU_SIMD)."},
     {"cpu_simd_choice", py_cpu_simd_choice, METH_NOARGS,
      "Which SIMD path the cpu backend runs and why (auto: the speeds it measured here)."},
+    {"preset", py_preset, METH_O,
+     "preset(name) -> dict: id, block, frac, keep, promote_k, c_late, split_rr_tile of the named "
+     "preset as the ops compute it (KeyError for an unknown name)."},
     {nullptr, nullptr, 0, nullptr}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_C", nullptr, -1, methods};

@@ -8,7 +8,7 @@ from .errors import (BackendFallbackWarning, BackendUnavailableError, Experiment
                      UnsupportedFeatureError, UnvalidatedEnvelopeWarning, UnverifiedSplitWarning)
 from .api import accumulate, explain, mma, scaled_mm
 from .plan import CallPlan
-from . import backends
+from . import backends  # noqa: F401  (mmaemu.backends.status, selftest, ...)
 from .profiles import Preset, Profile, get_preset, get_profile, presets, profiles
 from .splitk import SplitDecision
 from . import testing

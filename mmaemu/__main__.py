@@ -1,7 +1,5 @@
 """python -m mmaemu {info, selftest, explain}: the diagnostics command line (user guide section 2)."""
 import argparse
-import os
-import platform
 import sys
 
 import torch
@@ -14,67 +12,15 @@ OUT_DTYPES = {"f32": torch.float32, "fp32": torch.float32, "bf16": torch.bfloat1
 
 
 def cmd_info(args):
-    import mmaemu
-    from mmaemu import backends
-    print(f"mmaemu {mmaemu.__version__}  torch {torch.__version__}  python {platform.python_version()}")
-    print(f"CPU: {backends.cpu_name()} ({os.cpu_count()} logical cores, torch threads {torch.get_num_threads()})")
-    if os.environ.get("MMAEMU_DISABLE_CUDA") == "1":
-        print("CUDA: disabled by MMAEMU_DISABLE_CUDA=1")
-    elif torch.cuda.is_available():
-        for i in range(torch.cuda.device_count()):
-            p = torch.cuda.get_device_properties(i)
-            print(f"CUDA device {i}: {p.name}, sm_{p.major}{p.minor}, {p.multi_processor_count} SMs")
-    else:
-        print("CUDA: no GPU visible to torch (torch.cuda.is_available() is False)")
-    print()
-    print("Profiles (* = default; matches = this machine is the reference platform):")
-    default = mmaemu.get_profile().name
-    for p in mmaemu.profiles().values():
-        mark = "*" if p.name == default else " "
-        exp = " [experimental]" if p.experimental else ""
-        print(f" {mark} {p.name:28s} preset={p.preset:7s} matches={p.matches_device()!s:5s} {p.use}{exp}")
-    print()
-    print(f"CUDA driver: {backends.driver_status()}")
-    print(f"NVRTC: {backends.nvrtc_status()[0]}")
-    print()
-    print("Backends (device, availability, reason; auto = the presets for which backend='auto' takes it):")
-    for row in backends.status():
-        state = "available" if row["available"] else "unavailable"
-        dev = "-" if row["device"] is None else (row["device"] if isinstance(row["device"], str)
-                                                  else f"cuda:{row['device']}")
-        auto = f" [auto: {', '.join(row['auto_for'])}]" if row.get("auto_for") else ""
-        print(f"  {row['name']:11s} {dev:7s} {state:11s} {row['reason']}{auto}")
-    print()
-    print("Presets:")
-    for p in mmaemu.presets().values():
-        print(f"  {p.name:7s} {p.maturity:12s} block {p.block}, grid 2^(E-{p.frac}), {p.keep}-bit "
-              f"result; {p.evidence}")
+    from mmaemu import diagnostics
+    print("\n".join(diagnostics.info_report()))
     return 0
 
 
 def cmd_selftest(args):
-    from mmaemu import backends, selftest
-    ok = True
-    print("CPU:")
-    for r in selftest.run_cpu():
-        print(f"  {'PASS' if r.passed else 'FAIL'}  {r.backend:12s} {r.device:8s} {r.detail}")
-        ok = ok and r.passed
-    gpu_results = backends.selftest(force=args.force)
-    if not gpu_results:
-        why = ("MMAEMU_DISABLE_CUDA=1" if os.environ.get("MMAEMU_DISABLE_CUDA") == "1"
-               else "no CUDA GPU is visible: " + backends.driver_status())
-        print(f"No GPU kernels to test ({why}); the CPU backends were checked.")
-    else:
-        print("CUDA (required = IEEE-exact kernels that load; gated kernels are optional):")
-    for r in gpu_results:
-        mark = {"passed": "PASS", "failed": "FAIL"}.get(r.status, "----")
-        need = "required" if r.required else "optional"
-        cached = ", cached verdict" if r.cached else ""
-        print(f"  {mark}  {r.kernel:11s} {r.preset:7s} cuda:{r.device} {need:8s} "
-              f"{r.cases} cases, {r.mismatches} mismatches{cached}: {r.detail}")
-        if r.required and not r.passed:
-            ok = False
-    print("selftest: every required kernel passed" if ok else "selftest: FAILED")
+    from mmaemu import diagnostics
+    lines, ok = diagnostics.selftest_report(force=args.force)
+    print("\n".join(lines))
     return 0 if ok else 1
 
 

@@ -63,33 +63,42 @@ class _HeuristicResult(ctypes.Structure):
 _LOG_CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p)
 
 
-def candidate_paths():
-    """Where libcublasLt may be: the copy this process already loaded first (torch's)."""
+def library_paths(stem, env):
+    """Where a CUDA library ("libcublasLt", "libnvrtc") may be, best first: $env, the copy this
+    process already loaded (torch's), the pip wheels' (nvidia/*/lib, torch/lib), the CUDA
+    toolkit's and the system's, then the bare sonames for the dynamic loader's own search.
+    Shared with the GPU tools (mmaemu_tools/_rawmma.py finds NVRTC with it)."""
     paths = []
-    env = os.environ.get("MMAEMU_CUBLASLT_PATH")
-    if env:
-        paths.append(env)
+
+    def add(p):
+        if p not in paths:
+            paths.append(p)
+    if os.environ.get(env):
+        add(os.environ[env])
     try:
         with open("/proc/self/maps") as f:
             for line in f:
-                if "libcublasLt" in line:
-                    p = line.split()[-1]
-                    if p not in paths:
-                        paths.append(p)
+                if f"/{stem}.so" in line:
+                    add(line.split()[-1])
     except OSError:
         pass
     roots = list(site.getsitepackages()) + [site.getusersitepackages()] + sys.path
     for root in roots:
-        for pat in ("nvidia/*/lib/libcublasLt.so*", "nvidia/lib/libcublasLt.so*"):
+        for pat in (f"nvidia/*/lib/{stem}.so*", f"nvidia/lib/{stem}.so*", f"torch/lib/{stem}*.so*"):
             for p in sorted(glob.glob(os.path.join(str(root), pat))):
-                if p not in paths:
-                    paths.append(p)
-    for d in ("/usr/local/cuda/lib64", "/usr/lib/x86_64-linux-gnu"):
-        for p in sorted(glob.glob(os.path.join(d, "libcublasLt.so*"))):
-            if p not in paths:
-                paths.append(p)
-    paths.append("libcublasLt.so")
+                add(p)
+    for d in ("/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib",
+              "/usr/lib/x86_64-linux-gnu"):
+        for p in sorted(glob.glob(os.path.join(d, f"{stem}.so*"))):
+            add(p)
+    for soname in (f"{stem}.so.13", f"{stem}.so.12", f"{stem}.so"):
+        add(soname)
     return paths
+
+
+def candidate_paths():
+    """Where libcublasLt may be: the copy this process already loaded first (torch's)."""
+    return library_paths("libcublasLt", "MMAEMU_CUBLASLT_PATH")
 
 
 class CublasLt:

@@ -2,8 +2,10 @@
 
 A preset is the arithmetic of one tensor-core instruction. A profile is a platform whose results
 mmaemu reproduces: a GPU with its SM count, a cuBLASLt version and a caller with its workspace
-size, which together decide split-K. Both are data (tables/presets.json, tables/profiles.json,
-tables/splitk/*.json), so tables recorded later on real GPUs drop in without code changes.
+size, which together decide split-K. Profiles are data (tables/profiles.json,
+tables/splitk/*.json), so tables recorded later on real GPUs drop in without code changes. A
+preset's numbers are the C header's (csrc/kernels/mmaemu_presets.h, which the ops compute
+with, read through mmaemu._C.preset); tables/presets.json gives each its maturity and evidence.
 """
 import json
 import os
@@ -25,7 +27,9 @@ def tables_dir() -> Path:
 
 @dataclass(frozen=True)
 class Preset:
-    """An instruction model: block size, grid bits, kept bits, promotion interval."""
+    """An instruction model: block size, grid bits, kept bits, promotion interval (promote_k,
+    in k). The numbers are csrc/kernels/mmaemu_presets.h's, the ones the ops compute with;
+    tables/presets.json adds the maturity and the evidence."""
     name: str
     maturity: str  # "validated" or "experimental"
     block: int
@@ -36,7 +40,7 @@ class Preset:
     evidence: str
     # The split-K layout of the library kernels the preset stands for: 0 = contiguous slices on
     # the 128-k grain (H100 cuBLASLt), > 0 = tiles of this many k dealt round-robin to the
-    # slices (RTX 4060 cuBLASLt). csrc/kernels/mmaemu_presets.h holds the same value.
+    # slices (RTX 4060 cuBLASLt).
     split_rr_tile: int = 0
 
 
@@ -86,11 +90,22 @@ _PRESETS = None
 _PROFILES = None
 
 
+def _arithmetic(name):
+    """block, frac, keep, promote_k, c_late, split_rr_tile of a preset, from
+    csrc/kernels/mmaemu_presets.h through the extension."""
+    from . import _C
+    fields = _C.preset(name)
+    fields.pop("id")
+    return fields
+
+
 def presets():
     """All presets by name."""
     global _PRESETS
     if _PRESETS is None:
-        _PRESETS = {p["name"]: Preset(**p) for p in _load_json("presets.json")["presets"]}
+        # the arithmetic from the C header the ops compute with; names and provenance from the table
+        _PRESETS = {p["name"]: Preset(**p, **_arithmetic(p["name"]))
+                    for p in _load_json("presets.json")["presets"]}
     return dict(_PRESETS)
 
 

@@ -1,111 +1,396 @@
-"""Self-tests: known answers of the instruction model, and each backend against the reference.
+"""The self-test (user guide section 6): one set of cases, one runner, one verdict cache.
 
-The known answers are the outcomes the Hopper model predicts for the hardware probes of
-docs/hardware_validation.md (P1, P2), worked out by hand from the model's rules; they guard the
-reference itself. Every other backend is then compared with the reference bit for bit on a
-battery of products, block boundaries, specials and splits.
+Known answers guard the reference itself: the outcomes the Hopper model predicts for the
+hardware probes of docs/hardware_validation.md (P1, P2), worked out by hand from the model's
+rules. Every other backend (the fast CPU kernel, each CUDA kernel) then runs the same
+deterministic cases and must return the CPU reference model's bits in every one: products,
+block and tile boundaries, specials, misaligned rows, split-K in every scheme, every epilogue,
+and every format pair where the backend computes it.
+
+CUDA verdicts are cached per device (name, UUID, compute capability), driver, package version,
+kernel sources and load route under MMAEMU_CACHE_DIR (default
+${XDG_CACHE_HOME:-~/.cache}/mmaemu)/selftest. The kernels, their presets and the reasons a
+kernel cannot run are read from the registry in backends.py.
 """
+import collections
+import hashlib
+import json
+import os
 import struct
-from dataclasses import dataclass
+import sys
+import threading
+import time
 
 import torch
 
+from . import _C, backends
+from .profiles import get_preset
+
 E4M3 = torch.float8_e4m3fn
 E5M2 = torch.float8_e5m2
+FP8 = {"e4m3": E4M3, "e5m2": E5M2}
+
+SelfTestResult = collections.namedtuple(
+    "SelfTestResult", "kernel preset device status passed required cases mismatches detail seconds cached")
 
 
-@dataclass
-class Result:
-    backend: str
-    device: str
-    passed: bool
-    detail: str
-
+# --------------------------------------------------------------------------------------------
+# Known answers of the reference (hopper preset)
 
 def _f32(bits):
     return struct.unpack("<f", struct.pack("<I", bits))[0]
 
 
-def _vec(values, K, dtype=E4M3):
+def _vec(values, K):
     v = torch.zeros(1, K)
     v[0, :len(values)] = torch.tensor(values)
-    return v.to(dtype)
+    return v.to(E4M3)
 
 
 def known_answers():
-    """(name, computed, expected) for hand-worked cases of the hopper preset."""
+    """(name, computed, expected, ok) for hand-worked cases of the hopper preset."""
     out = []
     # P2 (i): 32*32 + 0.09375*(-1): the small term is cut toward zero on the grid 2^(10-13).
-    a = _vec([32.0, 0.09375], 32)
-    b = _vec([32.0, -1.0], 32)
-    out.append(("truncation toward zero", torch.ops.mmaemu.mma(a, b, torch.zeros(1), "hopper"), 1024.0))
+    out.append(("truncation toward zero", [32.0, 0.09375], [32.0, -1.0], 32, 1024.0))
     # P2 (ii): 32*32 + 32*32 + 3 * 0.125: exact sum 2048.375, 14 significant bits keep 2048.25.
-    a = _vec([32.0, 32.0, 0.125, 0.125, 0.125], 32)
-    b = _vec([32.0, 32.0, 1.0, 1.0, 1.0], 32)
-    out.append(("14-bit result", torch.ops.mmaemu.mma(a, b, torch.zeros(1), "hopper"), 2048.25))
+    out.append(("14-bit result", [32.0, 32.0, 0.125, 0.125, 0.125], [32.0, 32.0, 1.0, 1.0, 1.0], 32,
+                2048.25))
     # P1: block 1 = 32*64 = 2048; block 2 = 0.875 + 0.125 joins C = 2048 on the grid 2^(11-13).
-    a = _vec([32.0] + [0.0] * 31 + [0.875, 0.125], 64)
-    b = _vec([64.0] + [0.0] * 31 + [1.0, 1.0], 64)
-    out.append(("C inside the block", torch.ops.mmaemu.mma(a, b, torch.zeros(1), "hopper"), 2048.75))
+    out.append(("C inside the block", [32.0] + [0.0] * 31 + [0.875, 0.125],
+                [64.0] + [0.0] * 31 + [1.0, 1.0], 64, 2048.75))
     # An exact zero is +0, even from -0 products.
-    a = _vec([-0.0] * 32, 32)
-    b = _vec([1.0] * 32, 32)
-    out.append(("exact zero is +0", torch.ops.mmaemu.mma(a, b, torch.zeros(1), "hopper"), 0.0))
-    return [(n, float(c[0]), e, struct.pack("<f", float(c[0])) == struct.pack("<f", e))
-            for n, c, e in out]
+    out.append(("exact zero is +0", [-0.0] * 32, [1.0] * 32, 32, 0.0))
+    results = []
+    for name, a, b, K, want in out:
+        got = float(torch.ops.mmaemu.mma(_vec(a, K), _vec(b, K), torch.zeros(1), "hopper")[0])
+        results.append((name, got, want, struct.pack("<f", got) == struct.pack("<f", want)))
+    return results
 
 
-def battery(seed=0):
-    """Deterministic GEMM cases: (name, kwargs for torch.ops.mmaemu.scaled_mm minus backend)."""
-    g = torch.Generator().manual_seed(seed)
-    cases = []
-    specials = torch.tensor([0x00, 0x80, 0x7E, 0xFE, 0x01, 0x81, 0x08, 0x7F, 0x77, 0x3F],
-                            dtype=torch.uint8)
-    for fa, fb in ((E4M3, E4M3), (E4M3, E5M2), (E5M2, E4M3), (E5M2, E5M2)):
+# --------------------------------------------------------------------------------------------
+# The cases
+
+def _codes(gen, shape, mode):
+    """FP8 E4M3 codes: 'wide' (every finite code), 'narrow' (|x| near 1), 'special' (NaNs,
+    zeros, -0, extremes, subnormals mixed in), 'any' (every code, uniformly), as uint8."""
+    if mode == "narrow":
+        c = torch.randint(0x30, 0x48, shape, generator=gen, dtype=torch.int32)
+        c |= torch.randint(0, 2, shape, generator=gen, dtype=torch.int32) << 7
+        return c.to(torch.uint8)
+    c = torch.randint(0, 256, shape, generator=gen, dtype=torch.int32)
+    if mode == "wide":
+        c = torch.where((c & 0x7F) == 0x7F, c ^ 0x01, c)  # no NaN
+    elif mode == "special":
+        specials = torch.tensor([0x00, 0x80, 0x7F, 0xFF, 0x7E, 0xFE, 0x01, 0x81, 0x07, 0x87, 0x08])
+        pick = torch.randint(0, len(specials), shape, generator=gen)
+        c = torch.where(torch.rand(shape, generator=gen) < 0.08, specials[pick], c)
+    return c.to(torch.uint8)
+
+
+_cases_lock = threading.Lock()
+_cases_cache = []
+
+
+def cases():
+    """(name, op, arguments) of every case, with deterministic CPU inputs (uint8 codes and
+    their formats); built once per process."""
+    with _cases_lock:
+        if not _cases_cache:
+            _cases_cache.extend(_build_cases())
+    return _cases_cache
+
+
+def _build_cases():
+    out = []
+
+    def acc_case(name, a, b, fast, splits=1, scheme="none"):
+        out.append((name, "accumulate", dict(x=a, w=b, fa="e4m3", fb="e4m3", fast=fast, splits=splits,
+                                             scheme=scheme)))
+
+    def mm_case(name, a, b, fa, fb, fast, res, sa, sb, epi=0, sr=None, splits=1, scheme="none"):
+        out.append((name, "scaled_mm", dict(x=a, w=b, fa=fa, fb=fb, fast=fast, out=res, sa=sa, sb=sb,
+                                            epi=epi, sr=sr, splits=splits, scheme=scheme)))
+
+    gen = torch.Generator().manual_seed(20251202)
+    # 1. every product: row i of A holds code i at one k, row j of B code j (all 65 536 pairs)
+    codes = torch.arange(256, dtype=torch.int32).to(torch.uint8)
+    for K, at in ((32, 0), (48, 40)):
+        a = torch.zeros(256, K, dtype=torch.uint8)
+        a[:, at] = codes
+        for fast in (True, False):
+            acc_case(f"all products (K={K}, k={at}, fast={fast})", a, a.clone(), fast)
+    # 2. block and tile boundaries: K around 16/32/128, M and N past the 64 and 128 tiles
+    for K in (1, 16, 17, 31, 32, 33, 127, 128, 129, 257, 1000):
+        for fast in (True, False):
+            acc_case(f"boundaries (136x72x{K}, fast={fast})", _codes(gen, (136, K), "wide"),
+                     _codes(gen, (72, K), "wide"), fast)
+    # 3. specials: NaNs, zeros, -0, extremes; rows that cancel exactly; all-zero rows
+    for fast in (True, False):
+        a, b = _codes(gen, (64, 300), "special"), _codes(gen, (40, 300), "special")
+        a[3], b[5] = 0x80, 0x00                     # -0 row, +0 row
+        a[7, :150] = 0x40; a[7, 150:] = 0xC0        # +2 ... -2: the sum cancels to zero
+        b[9] = 0x38                                 # all ones
+        acc_case(f"specials (64x40x300, fast={fast})", a, b, fast)
+    # 4. misaligned rows (lda, ldb not multiples of 16) and narrow data
+    big_a, big_b = _codes(gen, (50, 213), "narrow"), _codes(gen, (30, 219), "narrow")
+    acc_case("misaligned rows (50x30x200)", big_a[:, 3:203], big_b[:, 7:207], True)
+    acc_case("misaligned rows, promoted (50x30x200)", big_a[:, 3:203], big_b[:, 7:207], False)
+    # 5. split-K in every scheme
+    for splits, scheme in ((2, "contiguous"), (3, "serial"), (5, "pairwise"), (4, "pairwise"),
+                           (16, "serial")):
+        for fast in (True, False):
+            acc_case(f"split-K {splits} {scheme} (20x24x1500, fast={fast})",
+                     _codes(gen, (20, 1500), "wide"), _codes(gen, (24, 1500), "wide"), fast,
+                     splits, scheme)
+    # 6. the epilogue: every output dtype and order, scales that overflow and underflow
+    a, b = _codes(gen, (40, 96), "wide"), _codes(gen, (36, 96), "wide")
+    for res in (torch.float32, torch.bfloat16, torch.float16, E4M3, E5M2):
+        for sa, sb in ((2.0 ** -7, 3.0), (1e-30, 1e-12), (1e30, 1e8)):
+            for epi in (0, 1, 2):
+                mm_case(f"epilogue ({res}, scales {sa:g} {sb:g}, order {epi})", a, b, "e4m3", "e4m3",
+                        True, res, sa, sb, epi, 0.5 if res in (E4M3, E5M2) else None)
+    mm_case("epilogue with splits (bf16, 3 pairwise)", _codes(gen, (24, 700), "wide"),
+            _codes(gen, (20, 700), "wide"), "e4m3", "e4m3", False, torch.bfloat16, 0.25, 0.5,
+            splits=3, scheme="pairwise")
+    # 7. many tiles and blocks
+    acc_case("large (192x192x512)", _codes(gen, (192, 512), "wide"), _codes(gen, (192, 512), "wide"), True)
+    # 8. every format pair: any code (NaN, max, subnormals, signed zeros at the start of row 0),
+    #    odd shapes, both accumulations, split-K, each output dtype, a scale just below 1
+    row0 = torch.tensor([0x00, 0x80, 0x7E, 0xFE, 0x01, 0x81, 0x08, 0x7F, 0x77, 0x3F], dtype=torch.uint8)
+    g = torch.Generator().manual_seed(0)
+    for fa, fb in (("e4m3", "e4m3"), ("e4m3", "e5m2"), ("e5m2", "e4m3"), ("e5m2", "e5m2")):
         for M, N, K in ((16, 16, 32), (17, 33, 80), (32, 16, 384)):
-            a = torch.randint(0, 256, (M, K), generator=g, dtype=torch.uint8)
-            b = torch.randint(0, 256, (N, K), generator=g, dtype=torch.uint8)
-            a[0, :specials.numel()] = specials  # NaN, max, subnormal, signed zeros
-            for preset in ("hopper", "ada"):
-                for fast in (True, False):
-                    for splits, scheme in ((1, "none"), (3, "contiguous"), (3, "pairwise")):
-                        for out in (torch.float32, torch.bfloat16, torch.float16, E4M3):
-                            cases.append((f"{fa}x{fb} {M}x{N}x{K} {preset} fast={fast} S={splits} "
-                                          f"{scheme} -> {out}",
-                                          dict(mat1=a.view(fa), mat2=b.view(fb).t(),
-                                               scale_a=torch.tensor(_f32(0x3F7FFFFF)),
-                                               scale_b=torch.tensor(0.5), out_dtype=out,
-                                               use_fast_accum=fast, preset=preset,
-                                               splits=splits, scheme=scheme)))
-    return cases
+            a, b = _codes(g, (M, K), "any"), _codes(g, (N, K), "any")
+            a[0, :row0.numel()] = row0
+            for fast in (True, False):
+                for splits, scheme in ((1, "none"), (3, "contiguous"), (3, "pairwise")):
+                    for res in (torch.float32, torch.bfloat16, torch.float16, E4M3):
+                        mm_case(f"{fa}x{fb} {M}x{N}x{K} fast={fast} S={splits} {scheme} -> {res}",
+                                a, b, fa, fb, fast, res, _f32(0x3F7FFFFF), 0.5, splits=splits,
+                                scheme=scheme)
+    return out
 
 
-def check_backend(backend, device="cpu"):
-    """Compares `backend` with the reference on the battery; returns a Result."""
+def _computes(backend, kw, preset):
+    """Whether the backend computes the case: the reference and the cpu backend compute every
+    case; the tiled and tensor-core CUDA kernels compute E4M3 x E4M3 only (backends.py sends the
+    other formats to the reference) and contiguous split slices only (a preset that deals k
+    tiles round-robin to its slices, ada, splits on the reference kernel), as the loader's
+    kernel_accepts (csrc/cuda_backend.c) refuses the rest."""
+    if backend in ("reference", "cpu"):
+        return True
+    if (kw["fa"], kw["fb"]) != ("e4m3", "e4m3"):
+        return False
+    return kw["splits"] == 1 or not get_preset(preset).split_rr_tile
+
+
+def _run_case(op, kw, preset, backend, device):
+    x = kw["x"].view(FP8[kw["fa"]]).to(device)
+    w = kw["w"].view(FP8[kw["fb"]]).to(device)
+    splits, scheme = kw["splits"], kw["scheme"]
+    if op == "accumulate":
+        return torch.ops.mmaemu.accumulate(x, w, kw["fast"], preset, splits, scheme, backend)
+    dev = x.device
+    sa = torch.tensor(kw["sa"], dtype=torch.float32, device=dev)
+    sb = torch.tensor(kw["sb"], dtype=torch.float32, device=dev)
+    sr = None if kw["sr"] is None else torch.tensor(kw["sr"], dtype=torch.float32, device=dev)
+    return torch.ops.mmaemu.scaled_mm(x, w.t(), sa, sb, None, sr, kw["out"], kw["fast"], preset,
+                                      splits, scheme, backend, kw["epi"])
+
+
+_expected_lock = threading.Lock()
+_expected_cache = {}
+
+
+def _reference_bits(op, kw, preset):
+    """The CPU reference model's bits for a case, or None where the preset refuses the case
+    (e.g. a pairwise split count whose order the ada preset has no recording of)."""
     from .testing import bits
-    bad = []
-    cases = battery()
-    for name, kw in cases:
-        kw = {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in kw.items()}
-        ref = torch.ops.mmaemu.scaled_mm(**{**kw, **{k: v.cpu() for k, v in kw.items()
-                                                    if isinstance(v, torch.Tensor)}},
-                                         backend="reference")
-        got = torch.ops.mmaemu.scaled_mm(**kw, backend=backend).cpu()
-        if not torch.equal(bits(got), bits(ref)):
-            bad.append(name)
-    detail = f"{len(cases) - len(bad)}/{len(cases)} cases bit-identical to the reference"
-    if bad:
-        detail += "; first failure: " + bad[0]
-    return Result(backend, device, not bad, detail)
+    try:
+        return bits(_run_case(op, kw, preset, "reference", "cpu"))
+    except RuntimeError:
+        return None
+
+
+def _expected(preset):
+    """_reference_bits of every case for the preset (computed once per process)."""
+    with _expected_lock:
+        if preset not in _expected_cache:
+            _expected_cache[preset] = [_reference_bits(op, kw, preset) for _, op, kw in cases()]
+    return _expected_cache[preset]
+
+
+def check(backend, preset, device="cpu"):
+    """Runs every case that the preset defines and the backend computes on `device`, and
+    compares its bits with the CPU reference model's. Returns a dict: passed, cases, mismatches, detail, seconds, and error
+    (True when a case raised: such a verdict is not cached)."""
+    from .testing import bits
+    t0 = time.time()
+    dev = torch.device(device)
+    todo = [(c, want) for c, want in zip(cases(), _expected(preset))
+            if want is not None and _computes(backend, c[2], preset)]
+    mismatches, first = 0, None
+    for (name, op, kw), want in todo:
+        try:
+            got = bits(_run_case(op, kw, preset, backend, dev).cpu())
+        except Exception as e:  # a backend that cannot run a case fails the test
+            return {"passed": False, "cases": len(todo), "mismatches": -1, "error": True,
+                    "detail": f"{name}: {type(e).__name__}: {e}", "seconds": time.time() - t0}
+        n = int((got != want).sum())
+        if n and first is None:
+            first = f"{name}: {n} of {want.numel()} outputs differ"
+        mismatches += n
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+    return {"passed": mismatches == 0, "cases": len(todo), "mismatches": mismatches,
+            "detail": first or f"{len(todo)} cases, every output bit-identical to the CPU model",
+            "seconds": time.time() - t0}
 
 
 def run_cpu():
-    """The CPU part of `python -m mmaemu selftest`: known answers, then the cpu backend."""
-    results = []
+    """The CPU part of `python -m mmaemu selftest`: the known answers of the reference, then the
+    cpu backend on every case and preset. A list of SelfTestResult (device 'cpu')."""
+    t0 = time.time()
     ka = known_answers()
     failed = [f"{n}: got {c!r}, expected {e!r}" for n, c, e, ok in ka if not ok]
-    results.append(Result("reference", "cpu", not failed,
+    out = [SelfTestResult("reference", "hopper", "cpu", "failed" if failed else "passed", not failed,
+                          True, len(ka), len(failed),
                           f"{len(ka) - len(failed)}/{len(ka)} known answers of the hopper model"
-                          + (("; " + "; ".join(failed)) if failed else "")))
-    results.append(check_backend("cpu", "cpu"))
-    return results
+                          + (("; " + "; ".join(failed)) if failed else ""), time.time() - t0, False)]
+    for preset in backends.KERNELS["reference"].presets:
+        v = check("cpu", preset)
+        out.append(SelfTestResult("cpu", preset, "cpu", "passed" if v["passed"] else "failed",
+                                  v["passed"], True, v["cases"], v["mismatches"], v["detail"],
+                                  v["seconds"], False))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# The verdict cache (CUDA devices)
+
+def cache_dir():
+    """MMAEMU_CACHE_DIR, else ${XDG_CACHE_HOME:-~/.cache}/mmaemu (NVRTC cubins, verdicts)."""
+    d = os.environ.get("MMAEMU_CACHE_DIR")
+    if d:
+        return d
+    x = os.environ.get("XDG_CACHE_HOME")
+    return os.path.join(x, "mmaemu") if x else os.path.join(os.path.expanduser("~"), ".cache", "mmaemu")
+
+
+def _kernel_dir():
+    pkg = os.path.dirname(os.path.abspath(_C.__file__))
+    dev = os.path.join(pkg, "..", "csrc", "kernels")
+    return dev if os.path.isfile(os.path.join(dev, "reference.cu")) else os.path.join(pkg, "kernels")
+
+
+def _sources_hash():
+    h = hashlib.sha256()
+    d = _kernel_dir()
+    if os.path.isdir(d):
+        for name in sorted(os.listdir(d)):
+            if name.endswith((".cu", ".h")):
+                with open(os.path.join(d, name), "rb") as f:
+                    h.update(name.encode() + b"\0" + f.read())
+    return h.hexdigest()
+
+
+def _version():
+    return getattr(sys.modules.get("mmaemu"), "__version__", "unknown")
+
+
+def _verdict_key(kernel, preset, device):
+    info = backends.device_info(device) or {}
+    route = backends.kernel_check(device, kernel)[1].split(" (")[0]
+    # "-2": the cases of section 8 (every format pair) joined the set
+    parts = ["mmaemu-selftest-2", _version(), kernel, preset, info.get("name", ""),
+             info.get("uuid", ""), str(info.get("cc", "")), str(info.get("driver_version", "")),
+             _sources_hash(), route, torch.__version__]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
+
+
+def _verdict_path(key):
+    return os.path.join(cache_dir(), "selftest", key + ".json")
+
+
+def _load_verdict(key):
+    try:
+        with open(_verdict_path(key)) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def _store_verdict(key, verdict):
+    path = _verdict_path(key)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.tmp.{os.getpid()}"
+        with open(tmp, "w") as f:
+            json.dump(verdict, f, indent=1)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # an unwritable cache only costs a rerun
+
+
+_verdict_lock = threading.RLock()
+_verdicts = {}
+
+
+def verdict(kernel, preset, device, run=True, force=False):
+    """The self-test verdict of a kernel for a preset on a CUDA device: a dict with passed,
+    cases, mismatches, detail, seconds, cached; None if unknown and not run (run=False, or
+    while a CUDA graph is being captured)."""
+    with _verdict_lock:
+        mem_key = (kernel, preset, device)
+        if not force and mem_key in _verdicts:
+            return _verdicts[mem_key]
+        key = _verdict_key(kernel, preset, device)
+        v = None if force else _load_verdict(key)
+        if v is not None:
+            v["cached"] = True
+        elif run and not backends._capturing() and torch.cuda.is_available():
+            v = check(kernel, preset, torch.device("cuda", device))
+            v.update(cached=False, kernel=kernel, preset=preset, device=backends.device_info(device),
+                     mmaemu=_version(), torch=torch.__version__)
+            if not v.get("error"):
+                _store_verdict(key, v)
+        if v is not None:
+            _verdicts[mem_key] = v
+        return v
+
+
+def selftest(device=None, kernels=None, presets=None, force=False):
+    """Runs (or reads the cached verdicts of) every kernel's self-test on the CUDA device(s).
+
+    Returns a list of SelfTestResult, one per (kernel, preset, device); status is 'passed',
+    'failed' or 'unavailable' (with the reason in detail). `required` marks the results that
+    must pass on this device: every IEEE-exact kernel that loads (gated kernels are optional).
+    Empty without a CUDA device (run_cpu() checks the CPU backends).
+    """
+    if device is None:
+        devices = list(range(backends.device_count())) if torch.cuda.is_available() else []
+    else:
+        devices = [device.index if isinstance(device, torch.device) else int(device)]
+    out = []
+    names = kernels or list(backends.KERNELS) + list(backends.NOT_BUILT)
+    for dev in devices:
+        for kernel in names:
+            k = backends.KERNELS.get(kernel)
+            for preset in (presets or (k.presets if k else ("ada",))):
+                if k is not None and preset not in k.presets:
+                    continue
+                reason = backends._static_reason(kernel, dev, preset)
+                if reason is not None:
+                    out.append(SelfTestResult(kernel, preset, dev, "unavailable", False, False, 0, 0,
+                                              reason, 0.0, False))
+                    continue
+                v = verdict(kernel, preset, dev, force=force)
+                if v is None:
+                    out.append(SelfTestResult(kernel, preset, dev, "unavailable", False, False, 0, 0,
+                                              "self-test not run (no CUDA in torch, or a graph capture)",
+                                              0.0, False))
+                    continue
+                out.append(SelfTestResult(kernel, preset, dev, "passed" if v["passed"] else "failed",
+                                          v["passed"], not k.gated, v["cases"], v["mismatches"],
+                                          v["detail"], v["seconds"], v.get("cached", False)))
+    return out

@@ -181,7 +181,7 @@ def decide(profile: Profile, M, N, K, fmt_a, fmt_b, out_dtype, fast, splitk="aut
         f"({setting_text(fmt_a, fmt_b, out_dtype, fast)}; {why}){strict_text}. Pass "
         f"splitk=1 if the reference GPU does not split this shape, or splitk={schemes} with its "
         f"split, or record the shape on the profile's GPU ({profile.gpu}) with "
-        "scripts/record_heuristics.py.")
+        "mmaemu_tools/record_heuristics.py.")
 
 
 def _table_row(table, M, N, K, fmt_a, fmt_b, out_dtype, fast):

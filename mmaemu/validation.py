@@ -163,7 +163,7 @@ def _cublas_transposes(t):
     strided view that is neither row- nor column-major), False when it sees t column-major."""
     if _non_overlapping_and_dense(t):
         return t.is_contiguous()
-    (s0, s1), (n0, n1) = t.stride(), t.shape
+    (s0, s1), (n0, _) = t.stride(), t.shape
     if s0 == 1 and s1 >= max(1, n0):
         return False
     return True   # stride(1) == 1 with stride(0) >= max(1, size(1)), or torch clones it

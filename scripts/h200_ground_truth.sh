@@ -6,7 +6,7 @@
 #
 # The first of the two commands of a GPU run (docs/hardware_validation.md, "Running it"):
 #   run(command="OUT=$OUT bash scripts/h200_ground_truth.sh", timeout_s=300)   # no carry needed
-# then, here: python scripts/ingest_h200.py <files_at>  (reads ground_truth.tar.gz).
+# then, here: python -m mmaemu_tools.ingest_h200 <files_at>  (reads ground_truth.tar.gz).
 #
 # Every job starts at t = 0, each under its own limit, and every limit ends TOTAL_S (default
 # 240 s, below the command's timeout_s) after the start, minus a margin:
@@ -29,7 +29,7 @@ TOTAL_S=${TOTAL_S:-240}
 MARGIN_S=${MARGIN_S:-15}
 W=${WORK:-$(mktemp -d /tmp/h200_work.XXXXXX)}   # outside $OUT: only a few files go back
 mkdir -p "$OUT" "$W/goldens" "$W/tables" "$W/probes" "$W/logs"
-export PYTHONPATH=$ROOT:$ROOT/scripts${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+export PYTHONPATH=$ROOT${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1   # mmaemu and mmaemu_tools from this tree
 PY=${PYTHON:-python3}
 DRY=${DRY_RUN:+--dry-run}
 QK=${QUICK:+--quick}
@@ -133,7 +133,7 @@ model_ready() { [ -z "${DRY_RUN:-}" ] || built; }
 # 2. split-K tables, three callers in parallel (ctypes heuristic queries, GPU barely used)
 HB=${HEUR_BUDGET_S:-60}
 for caller in torch te ws0; do
-  bg "heur_$caller" $((HB + 60)) $PY scripts/record_heuristics.py --caller $caller --out "$W/tables" \
+  bg "heur_$caller" $((HB + 60)) $PY -m mmaemu_tools.record_heuristics --caller $caller --out "$W/tables" \
      --budget-s "$HB" --cross-check ${CROSS_CHECK:-24} $DRY $QK
 done
 
@@ -142,10 +142,10 @@ done
 TINY=${QUICK:+--corpus tiny}
 (
   model_ready || exit 0
-  job goldens_torch 120 $PY scripts/record_goldens.py --out "$W/goldens" --tag h200_torch --budget-s 90 $DRY $TINY
-  job goldens_ws32m 50 env CUBLASLT_WORKSPACE_SIZE=32768 $PY scripts/record_goldens.py --out "$W/goldens" \
+  job goldens_torch 120 $PY -m mmaemu_tools.record_goldens --out "$W/goldens" --tag h200_torch --budget-s 90 $DRY $TINY
+  job goldens_ws32m 50 env CUBLASLT_WORKSPACE_SIZE=32768 $PY -m mmaemu_tools.record_goldens --out "$W/goldens" \
      --tag h200_ws32m --groups D,F --budget-s 35 $DRY $TINY
-  job goldens_ws0 40 env CUBLASLT_WORKSPACE_SIZE=0 $PY scripts/record_goldens.py --out "$W/goldens" \
+  job goldens_ws0 40 env CUBLASLT_WORKSPACE_SIZE=0 $PY -m mmaemu_tools.record_goldens --out "$W/goldens" \
      --tag h200_ws0 --groups F --budget-s 25 $DRY $TINY
 ) &
 echo "started goldens chain (pid $!)"
@@ -153,14 +153,14 @@ echo "started goldens chain (pid $!)"
 # 4. probes: everything at torch's workspace; restart maps and reductions again at 32 MiB; those
 #    that compare with the model again once the build is there
 ( model_ready || exit 0
-  job probes 180 $PY scripts/probe_hopper.py --out "$W/probes" $DRY $QK ) &
+  job probes 180 $PY -m mmaemu_tools.probe_hopper --out "$W/probes" $DRY $QK ) &
 ( model_ready || exit 0
-  job probes_ws32m 150 env CUBLASLT_WORKSPACE_SIZE=32768 $PY scripts/probe_hopper.py --out "$W/probes" \
+  job probes_ws32m 150 env CUBLASLT_WORKSPACE_SIZE=32768 $PY -m mmaemu_tools.probe_hopper --out "$W/probes" \
      --only P3,P4,P5 --tag ws32m $DRY $QK ) &
 if [ -z "${DRY_RUN:-}" ]; then   # the probes that compare with mmaemu itself: P8, row-wise/bias
   ( built || exit 0
-    ids=$($PY -c "import probe_hopper as p; print(','.join(['P8'] + [k for k in p.PROBES if k.startswith('rowwise_')]))")
-    job probes_model 90 $PY scripts/probe_hopper.py --out "$W/probes" --only "${ids:-P8}" --tag model ) &
+    ids=$($PY -c "from mmaemu_tools import probe_hopper as p; print(','.join(['P8'] + [k for k in p.PROBES if k.startswith('rowwise_')]))")
+    job probes_model 90 $PY -m mmaemu_tools.probe_hopper --out "$W/probes" --only "${ids:-P8}" --tag model ) &
 fi
 
 wait

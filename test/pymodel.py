@@ -223,21 +223,21 @@ def fp8_decode(code, fmt_name):
 
 class Preset:
     """block: products per block; frac: grid bits below the block exponent; keep: significant
-    bits of the block result (truncated toward zero); promote_blocks: blocks per promotion
-    interval (non-fast); c_late: False when C is aligned and added with the products (hopper,
+    bits of the block result (truncated toward zero); promote_k: k per promotion interval
+    (non-fast; a multiple of block); c_late: False when C is aligned and added with the products (hopper,
     ada), True when C is added to the block's truncated product sum by an fp32 RN-even add
     (b200)."""
 
-    def __init__(self, name, block, frac, keep, promote_blocks, c_late=False, split_rr_tile=0):
+    def __init__(self, name, block, frac, keep, promote_k, c_late=False, split_rr_tile=0):
         self.name, self.block, self.frac, self.keep = name, block, frac, keep
-        self.promote_blocks, self.c_late = promote_blocks, c_late
+        self.promote_k, self.c_late = promote_k, c_late
         self.split_rr_tile = split_rr_tile   # 0: contiguous split slices; T: T-k tiles round-robin
 
 
 PRESETS = {
-    "hopper": Preset("hopper", 32, 13, 14, 4),
-    "ada": Preset("ada", 16, 13, 14, 8, split_rr_tile=64),
-    "b200": Preset("b200", 32, 25, 24, 4, c_late=True),
+    "hopper": Preset("hopper", 32, 13, 14, 128),
+    "ada": Preset("ada", 16, 13, 14, 128, split_rr_tile=64),
+    "b200": Preset("b200", 32, 25, 24, 128, c_late=True),
 }
 
 
@@ -334,12 +334,12 @@ SPLIT_GRAIN = 128
 
 def split_accumulator(a_row, b_row, fa, fb, k0, k1, fast, preset):
     """The raw accumulator of k in [k0, k1): fast accumulation chains all blocks from +0;
-    otherwise each interval of promote_blocks blocks chains from +0 and is added into an fp32
+    otherwise each promotion interval of promote_k k chains from +0 and is added into an fp32
     register (RN-even) that starts at +0."""
     if fast:
         return chain(a_row, b_row, fa, fb, k0, k1, 0, preset)
     p = _preset(preset)
-    step = p.block * p.promote_blocks
+    step = p.promote_k
     main = 0
     for k in range(k0, k1, step):
         main = f32_add(main, chain(a_row, b_row, fa, fb, k, min(k + step, k1), 0, preset))

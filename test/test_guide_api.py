@@ -233,7 +233,7 @@ def test_table_row_with_split(synthetic_table):
 
 def test_table_row_without_an_algorithm_is_a_reference_rejection():
     """A recorded shape for which cuBLASLt offered no algorithm (splits null, as
-    scripts/record_heuristics.py writes it): the reference platform fails the call too."""
+    mmaemu_tools/record_heuristics.py writes it): the reference platform fails the call too."""
     saved = dict(splitk_mod._TABLES)
     splitk_mod.register_table({
         "table_id": "heur_h100pcie_lt12.8.3.14", "provenance": {"gpu": "test", "source": "synthetic"},

@@ -20,11 +20,10 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = os.path.join(ROOT, "scripts")
-sys.path.insert(0, SCRIPTS)
+TOOLS = os.path.join(ROOT, "mmaemu_tools")
 
-from mmaemu import _cublaslt  # noqa: E402
-import record_goldens  # noqa: E402
-import record_heuristics  # noqa: E402
+from mmaemu import _cublaslt
+from mmaemu_tools import record_goldens, record_heuristics
 
 # cuBLASLt 13.1's trace of an unsplit algorithm: no numSplitsK, reductionScheme (defaults)
 UNSPLIT_LINE = ("[cublasLt][2][Trace][cublasLtMatmul] A=0x7f0 Adesc=[type=R_8F_E4M3 rows=64 cols=16 ld=64] "
@@ -65,21 +64,21 @@ _NO_EDITABLE = ("import runpy, sys; sys.meta_path[:] = [f for f in sys.meta_path
                 "if 'editable' not in repr(f).lower()]; ")
 
 
-def _py(tree, code=None, script=None, args=()):
-    prog = _NO_EDITABLE + (code if code else f"sys.argv = {[script, *args]!r}; runpy.run_path({script!r}, "
-                                             "run_name='__main__')")
+def _py(tree, code=None, module=None, args=()):
+    prog = _NO_EDITABLE + (code if code else f"sys.argv = {[module, *args]!r}; runpy.run_module({module!r}, "
+                                             "run_name='__main__', alter_sys=True)")
     return subprocess.run([sys.executable, "-c", prog], cwd=tree, capture_output=True, text=True,
-                          env=dict(os.environ, PYTHONPATH=f"{tree}{os.pathsep}{tree}/scripts"))
+                          env=dict(os.environ, PYTHONPATH=str(tree)))
 
 
 def test_data_scripts_run_on_a_tree_without_the_extension(tmp_path):
     tree = _tree_copy(tmp_path / "tree")
     assert "_C" in _py(tree, "import mmaemu").stderr        # the package itself cannot load here
-    r = _py(tree, "import record_heuristics, record_goldens, probe_hopper; "
+    r = _py(tree, "from mmaemu_tools import record_heuristics, record_goldens, probe_hopper; "
                   "print(record_heuristics._cublaslt.__file__)")
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.strip().startswith(str(tree))
-    r = _py(tree, script="scripts/record_heuristics.py",
+    r = _py(tree, module="mmaemu_tools.record_heuristics",
             args=["--dry-run", "--quick", "--out", str(tmp_path / "t"), "--heldout", "10"])
     assert r.returncode == 0, r.stderr[-2000:]
     assert len(list((tmp_path / "t").glob("heur_*.json"))) == 1
@@ -152,7 +151,7 @@ def test_the_logger_writes_to_dev_null_and_traces_only():
     assert names == ["cublasLtLoggerOpenFile", "cublasLtLoggerSetCallback", "cublasLtLoggerSetMask"]
     assert lt.lib.calls[0][1] == [os.devnull.encode()] and lt.lib.calls[2][1] == [0x3]
     for script in ("record_goldens.py", "record_heuristics.py", "probe_hopper.py"):
-        src = open(os.path.join(SCRIPTS, script)).read()
+        src = open(os.path.join(TOOLS, script)).read()
         assert "start_log(" in src and "start_log(mask" not in src, script
 
 
@@ -162,7 +161,7 @@ def _fake_python(path):
     other job hangs, as a job stuck on the device would."""
     path.write_text("#!/bin/bash\ncase \"$*\" in\n"
                     f"  -c\\ *|-\\ *) exec {sys.executable} \"$@\";;\n"
-                    f"  *record_heuristics.py*) exec {sys.executable} \"$@\" --heldout 0;;\n"
+                    f"  *record_heuristics*) exec {sys.executable} \"$@\" --heldout 0;;\n"
                     "  *) exec sleep 1000;;\nesac\n")
     path.chmod(0o755)
     return str(path)
@@ -173,7 +172,7 @@ def test_ground_truth_packs_as_jobs_end_and_stops_inside_its_total(tmp_path):
     out, work = tmp_path / "out", tmp_path / "w"
     env = dict(os.environ, OUT=str(out), WORK=str(work), QUICK="1", TOTAL_S="60", MARGIN_S="5",
                CROSS_CHECK="0", PYTHON=_fake_python(tmp_path / "python3"),
-               PYTHONPATH=f"{tree}{os.pathsep}{tree}/scripts")
+               PYTHONPATH=str(tree))
     t0 = time.time()
     proc = subprocess.Popen(["bash", "scripts/h200_ground_truth.sh"], cwd=tree, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

@@ -1,13 +1,12 @@
 """Replays every GEMM golden recorded on real hardware (test/data/hw_goldens/*.json).
 
 Each golden holds torch._scaled_mm's output bits on a GPU, the inputs as generator specs and
-the explicit split cuBLASLt used (scripts/record_goldens.py). mmaemu must return identical
+the explicit split cuBLASLt used (mmaemu_tools/record_goldens.py). mmaemu must return identical
 bits: 0 mismatches, on the CPU and, when a GPU is present, with the CUDA backend. Large or
 expensive outputs are replayed on their recorded sampled block (set MMAEMU_GOLDEN_FULL=1 to
 replay them whole). With no recorded goldens the tests skip and say so.
 """
 import os
-import sys
 
 import pytest
 import torch
@@ -15,9 +14,9 @@ import torch
 import mmaemu
 from mmaemu.testing import assert_bitwise_equal
 
+from mmaemu_tools._hwcommon import load_golden_files, replay_case
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from _hwcommon import load_golden_files, replay_case  # noqa: E402
 
 GOLDEN_DIR = os.environ.get("MMAEMU_HW_GOLDENS_DIR", os.path.join(ROOT, "test", "data", "hw_goldens"))
 NO_GOLDENS = (f"no hardware goldens recorded yet in {GOLDEN_DIR}: run scripts/h200_ground_truth.sh "

@@ -14,7 +14,7 @@ import textwrap
 import pytest
 import torch
 
-import mmaemu
+import mmaemu  # noqa: F401  (registers torch.ops.mmaemu)
 from mmaemu.testing import assert_bitwise_equal
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

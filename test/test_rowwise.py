@@ -4,7 +4,6 @@ torch 2.7.1's row-wise checks."""
 import json
 import os
 import shutil
-import struct
 import subprocess
 from pathlib import Path
 

@@ -17,15 +17,12 @@ import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = os.path.join(ROOT, "scripts")
-sys.path.insert(0, SCRIPTS)
 
-from mmaemu import _cublaslt  # noqa: E402
-import _exactmodel as xm  # noqa: E402
-import _hwcommon as hw  # noqa: E402
-import probe_hopper  # noqa: E402
-import record_goldens  # noqa: E402
-import record_heuristics  # noqa: E402
-from mmaemu.testing import assert_bitwise_equal  # noqa: E402
+from mmaemu import _cublaslt
+from mmaemu.testing import assert_bitwise_equal
+from mmaemu_tools import _exactmodel as xm
+from mmaemu_tools import _hwcommon as hw
+from mmaemu_tools import probe_hopper, record_goldens, record_heuristics
 
 
 def test_probe_dry_run_end_to_end(tmp_path):
@@ -187,7 +184,7 @@ def test_generator_is_deterministic_and_respects_its_spec():
 
 def test_raw_kernel_source_is_complete():
     """The runtime-compiled kernels name every format pair (compiled with NVRTC on the GPU box)."""
-    import _rawmma
+    from mmaemu_tools import _rawmma
     src = _rawmma.kernel_source()
     for fa, fb in _rawmma.PAIRS:
         assert f"wgmma_{fa}_{fb}(" in src and f"mma_{fa}_{fb}(" in src
@@ -223,13 +220,13 @@ def test_h200_script_rehearsal(rehearsal):
     assert "Traceback" not in summary
 
 
-# -- scripts/ingest_h200.py: the run's files into a repository ------------------------------------
+# -- mmaemu_tools/ingest_h200.py: the run's files into a repository ------------------------------------
 
 import io  # noqa: E402
 import shutil  # noqa: E402
 import tarfile  # noqa: E402
 
-import ingest_h200  # noqa: E402
+from mmaemu_tools import ingest_h200  # noqa: E402  (beside the tests of it)
 
 
 def _scratch_repo(path):

@@ -60,8 +60,8 @@ def test_table_provenance_and_sha256(profile):
 
 
 def test_tables_are_what_the_build_script_makes_of_the_vendored_data():
-    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "build_splitk_tables.py"), "--check"],
-                       capture_output=True, text=True)
+    r = subprocess.run([sys.executable, "-m", "mmaemu_tools.build_splitk_tables", "--check"],
+                       capture_output=True, text=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert r.returncode == 0, r.stdout + r.stderr
 
 

@@ -85,7 +85,7 @@ def test_rejected_models_do_fail():
     ada_on_h100 = mmaemu.mma(fp8(a), fp8(b), f32(c), preset="ada")
     assert int((ada_on_h100.view(torch.int32).numpy().view(np.uint32) != d).sum()) > 500
     a, b, c, d = load("b200_e4m3")
-    c_in_block = pymodel.Preset("b200-c-in-block", 32, 25, 24, 4, c_late=False)
+    c_in_block = pymodel.Preset("b200-c-in-block", 32, 25, 24, 128, c_late=False)
     bad = sum(pymodel.mma(a[i].tolist(), b[i].tolist(), int(c[i]), "e4m3", "e4m3", c_in_block) != int(d[i])
               for i in range(0, 5000, 10))
     assert bad > 100

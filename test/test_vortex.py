@@ -3,6 +3,7 @@ projections on the CPU. Skipped when vtx or evo2 is not installed (CI installs t
 import importlib.util
 import os
 import pathlib
+import runpy
 import subprocess
 import sys
 
@@ -19,7 +20,8 @@ pytestmark = pytest.mark.skipif(
     reason="optional dependency: pip install --no-deps vtx evo2 (see docs/evo2.md)")
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "examples"))
+# the example's model size, read from the example itself (not a module on any path)
+TINY = runpy.run_path(str(ROOT / "examples" / "evo2_tiny.py"))["TINY"]
 
 
 @pytest.fixture(autouse=True)
@@ -28,7 +30,6 @@ def _cwd(tmp_path, monkeypatch):
 
 
 def tiny_config(**extra):
-    from evo2_tiny import TINY
     from mmaemu.integrations import vortex as mv
     return mv.evo2_config("evo2-1b-8k", **{**TINY, **extra})
 

@@ -29,7 +29,7 @@ until the table reaches --max-mib; the table is written before the held-out test
 is recorded in the envelope's note. Run on the GPU by scripts/h200_ground_truth.sh (command 1
 of docs/hardware_validation.md, "Running it").
 
-Usage:  python scripts/record_heuristics.py --caller torch|te|ws0 --out tables/splitk
+Usage:  python -m mmaemu_tools.record_heuristics --caller torch|te|ws0 --out tables/splitk
         [--budget-s 120] [--max-mib 5] [--pairs e4m3xe4m3,...] [--outs bfloat16,...]
         [--cross-check 40] [--dry-run]
 """
@@ -63,11 +63,9 @@ def _early_env(argv):
 if __name__ == "__main__":
     _early_env(None)
 
-import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _hwcommon import load_cublaslt, platform_info, refuse_hw_folder_for_dry_run, want_dry_run  # noqa: E402
+from ._hwcommon import load_cublaslt, platform_info, refuse_hw_folder_for_dry_run, want_dry_run  # noqa: E402
 _cublaslt = load_cublaslt()   # without mmaemu/__init__ (and its _C)
 
 M_GRID = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048,
@@ -294,7 +292,7 @@ def table_doc(args, dry, info, ws, version, table_id, rows, bounds, complete, sh
         "provenance": {
             "gpu": info.get("gpu", "none (dry run)"), "sm_count": info.get("sm_count"),
             "cublaslt_version": version, "workspace_bytes": ws, "caller": args.caller,
-            "recorded_with": "scripts/record_heuristics.py: ctypes cublasLtMatmulAlgoGetHeuristic "
+            "recorded_with": "mmaemu_tools/record_heuristics.py: ctypes cublasLtMatmulAlgoGetHeuristic "
                              "(requestedAlgoCount 1, result #0) with torch._scaled_mm's descriptor",
             "date": datetime.date.today().isoformat(),
             "source": "SYNTHETIC heuristic (dry run) - not data" if dry else

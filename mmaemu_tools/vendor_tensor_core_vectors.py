@@ -15,7 +15,7 @@ Lines starting with '#' are comments. For H100 the C column is 00000000: the har
 wgmma with D = A.B + 0, so the published c file was not used by the hardware (the authors'
 Validate_TC_models.m zeroes it too).
 
-Usage: python scripts/vendor_tensor_core_vectors.py SRC_DIR [OUT_DIR]
+Usage: python -m mmaemu_tools.vendor_tensor_core_vectors SRC_DIR [OUT_DIR]
   SRC_DIR holds H100-E4M3/, Ada-E4M3/, B200-E4M3/ (the published files, renamed folders);
   OUT_DIR defaults to test/data/tensor_core.
 """

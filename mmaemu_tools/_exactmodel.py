@@ -137,13 +137,13 @@ def chain(prods, k0, k1, c=0.0, group=32, origin=None, **kw):
     return acc
 
 
-def split_acc(prods, k0, k1, fast, interval=128, group=32, **kw):
-    """One split's accumulator: a chain (fast) or promoted chains of `interval` k (non-fast)."""
-    if fast or interval is None:
+def split_acc(prods, k0, k1, fast, promote_k=128, group=32, **kw):
+    """One split's accumulator: a chain (fast) or promoted chains of `promote_k` k (non-fast)."""
+    if fast or promote_k is None:
         return chain(prods, k0, k1, 0.0, group, **kw)
     main = F32(0.0)
-    for k in range(k0, k1, interval):
-        main = F32(main + chain(prods, k, min(k1, k + interval), 0.0, group, **kw))
+    for k in range(k0, k1, promote_k):
+        main = F32(main + chain(prods, k, min(k1, k + promote_k), 0.0, group, **kw))
     return main
 
 
@@ -183,13 +183,13 @@ def mmaemu_partition(K, S, grain=128):
     return out
 
 
-def dot(a_bytes, b_bytes, fa, fb, fast, partition=None, interval=128, group=32,
+def dot(a_bytes, b_bytes, fa, fb, fast, partition=None, promote_k=128, group=32,
         order="sequential", **kw):
     """The raw fp32 accumulator of one output element under a full set of hypotheses."""
     prods = products(a_bytes, b_bytes, fa, fb)
     K = len(prods)
     partition = partition or [(0, K)]
-    parts = [split_acc(prods, k0, k1, fast, interval, group, **kw) for k0, k1 in partition]
+    parts = [split_acc(prods, k0, k1, fast, promote_k, group, **kw) for k0, k1 in partition]
     return reduce_partials(parts, order) if len(parts) > 1 else parts[0]
 
 

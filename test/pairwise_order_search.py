@@ -1,6 +1,6 @@
 """Which pairwise reduction orders of S split partials fit the RTX 4060 recordings.
 
-    python scripts/pairwise_order_search.py S [trees|chains] [--max N]
+    python test/pairwise_order_search.py S [trees|chains] [--max N]
 
 For every recorded pairwise split output with S slices (test/data/hw_mini, fp32, bf16 and
 fp16 outputs; FP8 outputs are left out), the S partials of the round-robin layout are computed
@@ -13,16 +13,13 @@ count. docs/semantics.md (section 7) reports the result for each S.
 """
 import argparse
 import itertools
-import os
-import sys
 import warnings
 
 import numpy as np
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "test"))
-import hw_mini  # noqa: E402
-import mmaemu  # noqa: E402
+import hw_mini  # beside this file in test/
+import mmaemu
 
 TILE = 64
 

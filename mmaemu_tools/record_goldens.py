@@ -17,7 +17,7 @@ One JSON file per run: <out>/<tag>.json (the repository keeps them in test/data/
 simulated split, into a folder outside test/data/hw_goldens (it refuses that folder): those
 files test this script and the replay code, they are not hardware data.
 
-Usage:  python scripts/record_goldens.py --out DIR --tag h200_torch [--groups A,B,...]
+Usage:  python -m mmaemu_tools.record_goldens --out DIR --tag h200_torch [--groups A,B,...]
         [--corpus full|tiny] [--dry-run]
 Set CUBLASLT_WORKSPACE_SIZE (KiB) in the environment before starting for another workspace.
 """
@@ -30,8 +30,7 @@ import time
 import numpy as np
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _hwcommon import (OUT_DTYPES, encode_output, gen_fp8_bytes, input_record, load_cublaslt,  # noqa: E402
+from ._hwcommon import (OUT_DTYPES, encode_output, gen_fp8_bytes, input_record, load_cublaslt,
                        make_backend,
                        platform_info, refuse_hw_folder_for_dry_run, sample_record, scale_record,
                        want_dry_run, write_json)

@@ -24,8 +24,6 @@ this on the device with exactly representable integers before any result is inte
 import ctypes
 import glob
 import os
-import site
-import sys
 
 import numpy as np
 import torch
@@ -138,19 +136,10 @@ class RawMmaUnavailable(RuntimeError):
 
 
 def _find_lib(stem, env):
-    paths = []
-    if os.environ.get(env):
-        paths.append(os.environ[env])
-    roots = list(site.getsitepackages()) + [site.getusersitepackages()] + sys.path
-    for root in roots:
-        for pat in (f"nvidia/*/lib/{stem}.so*", f"nvidia/lib/{stem}.so*", f"torch/lib/{stem}*.so*"):
-            paths += sorted(glob.glob(os.path.join(str(root), pat)))
-    for d in ("/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib",
-              "/usr/lib/x86_64-linux-gnu"):
-        paths += sorted(glob.glob(os.path.join(d, f"{stem}.so*")))
-    paths += [f"{stem}.so.13", f"{stem}.so.12", f"{stem}.so"]
+    """The first loadable copy of a CUDA library, searched where mmaemu's cuBLASLt loader looks."""
+    from ._hwcommon import load_cublaslt
     errors = []
-    for p in paths:
+    for p in load_cublaslt().library_paths(stem, env):
         if "builtins" in p or "alt" in os.path.basename(p):
             continue
         try:
@@ -261,7 +250,7 @@ class RawMma:
 def layout_self_test(raw, kind, fa="e4m3", fb="e4m3", tiles=3, seed=0):
     """Checks operand layouts and the accumulator fragment with integer data (exact under any
     rounding model): A, B in {-2..2}, C small integers, all distinct per element."""
-    from _hwcommon import fp8_bytes_of
+    from ._hwcommon import fp8_bytes_of
     R = 64 if kind == "wgmma" else 16
     K = 64
     g = np.random.default_rng(seed)

@@ -89,7 +89,7 @@ def gen_fp8_bytes(spec, rows_subset=None):
     idx = (np.asarray(row_ids, dtype=np.uint64)[:, None] * np.uint64(cols)
            + np.arange(cols, dtype=np.uint64)[None, :]).ravel() + (np.uint64(seed) << np.uint64(32))
     r = _splitmix64(_splitmix64(idx))
-    mb, eb = MANT_BITS[fmt], EXP_BITS[fmt]
+    mb = MANT_BITS[fmt]
     sign = (r & np.uint64(1)).astype(np.uint8)
     mant = ((r >> np.uint64(1)) & np.uint64((1 << mb) - 1)).astype(np.uint8)
     span = hi - lo + 1

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Turns one H200 ground-truth run (scripts/h200_ground_truth.sh) into repository data.
 
-    python scripts/ingest_h200.py OUT_DIR [--repo DIR] [--dry-run] [--force] [--allow-dry-run]
+    python -m mmaemu_tools.ingest_h200 OUT_DIR [--repo DIR] [--dry-run] [--force] [--allow-dry-run]
 
 OUT_DIR holds what the run returned: ground_truth.tar.gz (goldens/, tables/, probes/, logs/),
 summary.txt and probes*.json. The script
@@ -171,7 +171,7 @@ def build_profiles(run, existing, refused_callers=()):
     missing = [c for c in CALLERS if c not in by_caller and c not in refused_callers]
     if missing:
         raise IngestError(f"no split-K table for caller(s) {missing} (tables' provenance 'caller'); "
-                          "rerun scripts/record_heuristics.py --caller ... for them")
+                          "rerun mmaemu_tools/record_heuristics.py --caller ... for them")
     hopper = {p["name"]: p for p in existing["profiles"]}
     # the preset is hopper's (sm_90): a recorded compute capability must agree
     capability = hopper["hopper"]["compute_capability"]
@@ -251,8 +251,6 @@ def profiles_text(doc):
 
 def validate_with_loader(text, tables):
     """What mmaemu's loaders do with the new data: Profile(**fields), SplitTable(document)."""
-    if HERE_REPO not in sys.path:
-        sys.path.insert(0, HERE_REPO)
     try:
         from mmaemu.profiles import Profile
         from mmaemu.splitk import SplitTable

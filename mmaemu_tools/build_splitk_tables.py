@@ -13,7 +13,7 @@ mmaemu/splitk.py) and carries its provenance and its envelope in the form the lo
       for the setting (user guide section 5), computed here from the npz.
   ws0 tables: no envelope; the profiles' "never" rule decides shapes off the table.
 
-Usage:  python scripts/build_splitk_tables.py [--check]   (--check: fail if a table would change)
+Usage:  python -m mmaemu_tools.build_splitk_tables [--check]   (--check: fail if a table would change)
 """
 import argparse
 import hashlib

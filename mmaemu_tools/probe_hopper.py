@@ -11,11 +11,10 @@ model (mmaemu.scaled_mm with an explicit split, backend='reference'; mmaemu.mma 
 instruction probes), which tests this script's logic. A dry run is labelled as such everywhere
 and proves nothing about hardware.
 
-Usage:  python scripts/probe_hopper.py --out OUT [--dry-run] [--quick] [--only P0,P3]
+Usage:  python -m mmaemu_tools.probe_hopper --out OUT [--dry-run] [--quick] [--only P0,P3]
 GPU time: well under a minute for all probes on an H200 (many tiny GEMMs).
 """
 import argparse
-import json
 import math
 import os
 import sys
@@ -25,9 +24,8 @@ import traceback
 import numpy as np
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _exactmodel as xm  # noqa: E402
-from _hwcommon import (REPO_ROOT, fp8_bytes_of, gen_fp8_bytes, load_cublaslt, make_backend,  # noqa: E402
+from . import _exactmodel as xm
+from ._hwcommon import (REPO_ROOT, fp8_bytes_of, gen_fp8_bytes, load_cublaslt, make_backend,
                        platform_info, want_dry_run, write_json, OUT_DTYPES)
 _cublaslt = load_cublaslt()   # without mmaemu/__init__ (and its _C)
 
@@ -65,7 +63,7 @@ class Ctx:
             return "model"
         if self.raw is None and self.raw_reason is None:
             try:
-                import _rawmma
+                from . import _rawmma
                 self.raw = _rawmma.RawMma()
             except Exception as e:  # noqa: BLE001
                 self.raw_reason = f"{type(e).__name__}: {e}"
@@ -263,7 +261,7 @@ def probe_p0(ctx):
             o = raw_dots(ctx, kind, A, B, np.zeros(T, np.float32), c_mode=0)
             entry = {"matches": score(o, hyps)}
             if raw != "model":
-                import _rawmma
+                from . import _rawmma
                 entry["layout_self_test"] = _rawmma.layout_self_test(raw, kind)
             res["paths"][f"raw {kind} (C=0, first scale-d=0)" if kind == "wgmma"
                          else "raw mma.sync m16n8k32 (lowered to HMMA.16816 on sm_90a)"] = entry
@@ -304,7 +302,6 @@ def probe_p1(ctx):
     A = [vec(K, {0: 32, 32: 0.875, 33: 0.125})]
     B = [vec(K, {0: 64, 32: 1, 33: 1})]
     rng = np.random.default_rng(11)
-    e4 = xm.decode_fp8
 
     def gen(i):
         a = np.zeros(K)
@@ -362,7 +359,6 @@ def probe_p2(ctx):
              "RZ terms + RN-even result": dict(mode="rn"),
              "RZ terms, no final cut": dict(mode="exact"),
              "12 fraction bits": dict(frac=12), "14 fraction bits": dict(frac=14)}
-    rng = np.random.default_rng(22)
 
     def gen(i):
         spec = dict(rows=2, cols=K, fmt="e4m3", seed=5000 + i, exp_lo=0, exp_hi=14, zero_permille=300)
@@ -403,7 +399,7 @@ def restart_map(ctx, M, N, K, fast, grain, out="float32"):
     cands = list(range(grain, K, grain))
     A = np.zeros((len(cands), K), np.uint8)
     B = np.zeros((len(cands), K), np.uint8)
-    big, small, w = fp8_bytes_of([32.0, 2.0 ** -9], "e4m3"), None, fp8_bytes_of([32.0], "e4m3")[0]
+    big, w = fp8_bytes_of([32.0, 2.0 ** -9], "e4m3"), fp8_bytes_of([32.0], "e4m3")[0]
     for i, b in enumerate(cands):
         A[i, b - 1], A[i, b] = big[0], big[1]
         B[i, b - 1], B[i, b] = w, w
@@ -426,7 +422,7 @@ def probe_p3(ctx):
     a[0] = b[0] = 32
     A, B = fp8_bytes_of(a, "e4m3")[None], fp8_bytes_of(b, "e4m3")[None]
     obs = {f: f32_list(run_dots(ctx, A, B, fast=f))[0] for f in (True, False)}
-    preds = {f"interval {I}": float(xm.dot(A[0], B[0], "e4m3", "e4m3", False, interval=I))
+    preds = {f"interval {I}": float(xm.dot(A[0], B[0], "e4m3", "e4m3", False, promote_k=I))
              for I in (32, 64, 128, 256, 512)}
     res["classic"] = {"fast": obs[True], "non_fast": obs[False], "predictions_non_fast": preds,
                       "read_interval": (K - (obs[False] - 1024) / 0.0625) if obs[False] > 1024 else None}
@@ -771,7 +767,7 @@ def _model_scaled(mmaemu, c, fast):
     a = np.zeros((16, K), np.uint8)
     b = np.zeros((16, K), np.uint8)
     a[0], b[0] = c["a"], c["b"]
-    from _hwcommon import fp8_tensor
+    from ._hwcommon import fp8_tensor
     A, B = fp8_tensor(a, c["fa"]), fp8_tensor(b, c["fb"])
     sr = None if c["sr"] is None else torch.tensor(float(F32(c["sr"])))
     y = mmaemu.scaled_mm(A, B.t(), torch.tensor(float(F32(c["sa"]))), torch.tensor(float(F32(c["sb"]))),
@@ -902,7 +898,7 @@ PROBES = {
 def _rw_scaled_mm(ctx, a_u8, b_u8, fa, scale_a, scale_b, bias, out_dtype, fast):
     """out = a @ b.T with FP8 bytes a [M, K], b [N, K]; scale_a / scale_b: fp32 tensors
     (one element each, or [M, 1] / [1, N]); bias: a tensor or None. Returns the CPU output."""
-    from _hwcommon import fp8_tensor
+    from ._hwcommon import fp8_tensor
     a, b = fp8_tensor(a_u8, fa), fp8_tensor(b_u8, "e4m3")
     if ctx.dry:
         import mmaemu
@@ -1029,7 +1025,7 @@ def probe_rowwise_signed_zero(ctx):
     """A zero accumulator times a negative scale (a -0 product): output bits with no bias, a
     +0 and a -0 bias, tensor-wise (bf16 out) and row-wise, against what mmaemu computes."""
     import mmaemu
-    from _hwcommon import fp8_tensor
+    from ._hwcommon import fp8_tensor
     K, M, N = 32, 16, 16
     A = np.zeros((M, K), np.uint8)
     A[:, 0] = 0x80                                            # -0: every product is a zero
@@ -1061,7 +1057,7 @@ def probe_rowwise_end_to_end(ctx):
     fast on/off, bias none/bf16, E4M3/E5M2 mat1, row-wise scales; and tensor-wise with a bias
     (splitk=1: cuBLASLt's own split is recorded by P4/P10, a mismatch here may be a split)."""
     import mmaemu
-    from _hwcommon import fp8_tensor
+    from ._hwcommon import fp8_tensor
     rng = np.random.default_rng(2026)
     M, N = (16, 32) if ctx.quick else (64, 256)
     Ks = (16, 128) if ctx.quick else (16, 112, 128, 4096, 4112)

@@ -1,0 +1,161 @@
+"""Diagnostics: what `python -m mmaemu info` and `selftest` print (user guide section 2).
+
+status() lists every backend with whether it can run here and why; info_report() and
+selftest_report() turn that, the versions, the device, the profiles and presets, and the
+self-test results into lines. The facts come from the registry and the loader in backends.py
+and from selftest.py; nothing here decides which kernel runs.
+"""
+import os
+import platform
+
+import torch
+
+from . import _C, backends, selftest
+
+
+def cpu_name():
+    """This CPU's model name (Linux /proc/cpuinfo), else what the platform module knows."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def cpu_status():
+    """The `cpu` backend's row: always available on CPU tensors; which SIMD paths this CPU has."""
+    forced = os.environ.get("MMAEMU_CPU_SIMD") or "auto"
+    return dict(name="cpu", device="cpu", available=True,
+                reason=f"the fast exact CPU kernel; SIMD paths here: {_C.cpu_simd_paths()}; "
+                       f"MMAEMU_CPU_SIMD={forced}, {_C.cpu_simd_choice()}; "
+                       f"{torch.get_num_threads()} threads",
+                presets=list(backends.KERNELS["reference"].presets), gated=False, exact=True,
+                auto_for=list(backends.PRIORITY), load=None)
+
+
+def status(device=None):
+    """Every backend with available / unavailable and the reason, per CUDA device (or for the
+    CPU when there is none). A list of dicts: name, device, available, reason, presets, gated,
+    exact, auto_for (the presets for which backend="auto" picks it now, among kernels whose
+    verdict is known; self-tests are not run here), load (how its module was loaded)."""
+    rows = [dict(name="reference", device="cpu", available=True,
+                 reason="the scalar C model, on the CPU",
+                 presets=list(backends.KERNELS["reference"].presets),
+                 gated=False, exact=True, auto_for=[], load=None),
+            cpu_status()]
+    if device is None:
+        devices = list(range(backends.device_count()))
+    else:
+        devices = [device.index if isinstance(device, torch.device) else int(device)]
+    if not devices:
+        why = ("CUDA disabled by MMAEMU_DISABLE_CUDA=1" if backends._env("MMAEMU_DISABLE_CUDA")
+               else backends.driver_status())
+        for name, k in backends.KERNELS.items():
+            if name != "reference":
+                rows.append(dict(name=name, device=None, available=False, reason=why,
+                                 presets=list(k.presets), gated=k.gated, exact=k.exact,
+                                 auto_for=[], load=None))
+        for name, why_nb in backends.NOT_BUILT.items():
+            rows.append(dict(name=name, device=None, available=False, reason=why_nb, presets=["ada"],
+                             gated=True, exact=False, auto_for=[], load=None))
+        return rows
+    for dev in devices:
+        auto = {}
+        for preset, order in backends.PRIORITY.items():
+            for name in order:
+                if name in backends.NOT_BUILT or backends._static_reason(name, dev, preset) \
+                        or backends._gate_reason(name, dev):
+                    continue
+                v = selftest.verdict(name, preset, dev, run=False)
+                if v is not None and not v["passed"]:
+                    continue
+                auto[preset] = name
+                break
+        for name, k in backends.KERNELS.items():
+            why = backends._static_reason(name, dev)
+            gate = None if why else backends._gate_reason(name, dev)
+            load = backends.kernel_check(dev, name)[1] if why is None else None
+            verdicts = ({p: selftest.verdict(name, p, dev, run=False) for p in k.presets}
+                        if why is None else {})
+            failed = [p for p, v in verdicts.items() if v is not None and not v["passed"]]
+            reason = why or gate or ("failed its self-test for " + ", ".join(failed) if failed else
+                                     "loaded: " + load)
+            rows.append(dict(name=name, device=dev, available=why is None, reason=reason,
+                             presets=list(k.presets), gated=k.gated, exact=k.exact,
+                             auto_for=[p for p, n in auto.items() if n == name], load=load,
+                             selftest={p: (None if v is None else v["passed"]) for p, v in verdicts.items()}))
+        for name, why_nb in backends.NOT_BUILT.items():
+            rows.append(dict(name=name, device=dev, available=False, reason=why_nb, presets=["ada"],
+                             gated=True, exact=False, auto_for=[], load=None))
+    return rows
+
+
+# --------------------------------------------------------------------------------------------
+# Reports (printed by __main__.py)
+
+def _device_name(device):
+    return "-" if device is None else (device if isinstance(device, str) else f"cuda:{device}")
+
+
+def info_report():
+    """The lines of `python -m mmaemu info`: versions, CPU and CUDA devices, profiles, the
+    driver and NVRTC, every backend's status with the reason, and the presets."""
+    import mmaemu
+    lines = [f"mmaemu {mmaemu.__version__}  torch {torch.__version__}  python {platform.python_version()}",
+             f"CPU: {cpu_name()} ({os.cpu_count()} logical cores, torch threads {torch.get_num_threads()})"]
+    if os.environ.get("MMAEMU_DISABLE_CUDA") == "1":
+        lines.append("CUDA: disabled by MMAEMU_DISABLE_CUDA=1")
+    elif torch.cuda.is_available():
+        for i in range(torch.cuda.device_count()):
+            p = torch.cuda.get_device_properties(i)
+            lines.append(f"CUDA device {i}: {p.name}, sm_{p.major}{p.minor}, {p.multi_processor_count} SMs")
+    else:
+        lines.append("CUDA: no GPU visible to torch (torch.cuda.is_available() is False)")
+    lines += ["", "Profiles (* = default; matches = this machine is the reference platform):"]
+    default = mmaemu.get_profile().name
+    for p in mmaemu.profiles().values():
+        mark = "*" if p.name == default else " "
+        exp = " [experimental]" if p.experimental else ""
+        lines.append(f" {mark} {p.name:28s} preset={p.preset:7s} matches={p.matches_device()!s:5s} "
+                     f"{p.use}{exp}")
+    lines += ["", f"CUDA driver: {backends.driver_status()}", f"NVRTC: {backends.nvrtc_status()[0]}", "",
+              "Backends (device, availability, reason; auto = the presets for which backend='auto' takes it):"]
+    for row in status():
+        state = "available" if row["available"] else "unavailable"
+        auto = f" [auto: {', '.join(row['auto_for'])}]" if row.get("auto_for") else ""
+        lines.append(f"  {row['name']:11s} {_device_name(row['device']):7s} {state:11s} {row['reason']}{auto}")
+    lines += ["", "Presets:"]
+    for p in mmaemu.presets().values():
+        lines.append(f"  {p.name:7s} {p.maturity:12s} block {p.block}, grid 2^(E-{p.frac}), {p.keep}-bit "
+                     f"result; {p.evidence}")
+    return lines
+
+
+def selftest_report(force=False):
+    """(lines, ok) of `python -m mmaemu selftest`: the CPU checks (selftest.run_cpu), then every
+    CUDA kernel's self-test (selftest.selftest); ok when every required result passed."""
+    lines, ok = ["CPU:"], True
+    for r in selftest.run_cpu():
+        lines.append(f"  {'PASS' if r.passed else 'FAIL'}  {r.kernel:12s} {r.preset:7s} {r.device:8s} "
+                     f"{r.detail} ({r.seconds:.1f} s)")
+        ok = ok and r.passed
+    gpu_results = selftest.selftest(force=force)
+    if not gpu_results:
+        why = ("MMAEMU_DISABLE_CUDA=1" if os.environ.get("MMAEMU_DISABLE_CUDA") == "1"
+               else "no CUDA GPU is visible: " + backends.driver_status())
+        lines.append(f"No GPU kernels to test ({why}); the CPU backends were checked.")
+    else:
+        lines.append("CUDA (required = IEEE-exact kernels that load; gated kernels are optional):")
+    for r in gpu_results:
+        mark = {"passed": "PASS", "failed": "FAIL"}.get(r.status, "----")
+        need = "required" if r.required else "optional"
+        cached = ", cached verdict" if r.cached else ""
+        lines.append(f"  {mark}  {r.kernel:11s} {r.preset:7s} {_device_name(r.device):7s} {need:8s} "
+                     f"{r.cases} cases, {r.mismatches} mismatches{cached}: {r.detail}")
+        if r.required and not r.passed:
+            ok = False
+    lines.append("selftest: every required kernel passed" if ok else "selftest: FAILED")
+    return lines, ok
