@@ -228,9 +228,9 @@ def test_compile_keeps_the_error_class():
     x, w = operands(m=16, n=32, k=64)
     sa, sb = torch.ones(16, 1), torch.ones(1, 32)
 
-    def f(x):   # row-wise scales on an Ada profile: not modelled
+    def f(x):   # row-wise scales on a profile without a GPU: not modelled
         return torch._scaled_mm(x, w.t(), sa, sb, out_dtype=torch.bfloat16)
-    with mmaemu.emulate(profile="ada", **S1), pytest.raises(mmaemu.UnsupportedFeatureError):
+    with mmaemu.emulate(profile="hopper-experimental", **S1), pytest.raises(mmaemu.UnsupportedFeatureError):
         torch.compile(f, fullgraph=True, backend="aot_eager")(x)
 
 

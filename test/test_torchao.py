@@ -87,6 +87,6 @@ def test_torchao_model_under_emulate(quantized, granularity):
         with mmaemu.emulate(splitk=1):
             assert inductor(x).shape == y.shape
         if isinstance(granularity, PerRow):
-            with mmaemu.emulate(profile="ada", splitk=1), \
+            with mmaemu.emulate(profile="hopper-experimental", splitk=1), \
                     pytest.raises(mmaemu.UnsupportedFeatureError):
                 inductor(x)
