@@ -54,6 +54,8 @@ int mmaemu_tile_plan_check(const mm_gemm* g, const mm_tile_plan* tp, int64_t n_o
  * element over its tile's k-segments, then mm_epilogue_at. Checked plans only. */
 int mmaemu_gemm_tiles_reference(const mm_gemm* g, const mm_tile_plan* tp, int64_t row0,
                                 int64_t row1);
+/* The cpu backend's form of it: the same bits, from mmaemu_gemm_cpu's chain accumulators. */
+int mmaemu_gemm_tiles_cpu(const mm_gemm* g, const mm_tile_plan* tp, int threads);
 
 /* mmaemu.mma: d[i] = the preset's chain of blocks over a[i, :] . b[i, :] starting from c[i].
  * a, b: [n, K] with row strides lda, ldb; K a multiple of the block size. */

@@ -290,13 +290,14 @@ at::Tensor scaled_mm(const at::Tensor& mat1, const at::Tensor& mat2, const at::T
 
 // Row-wise scaled_mm over a tile plan (mmaemu_tiles.h): torch 2.7.1's sm_89 stream-K kernel,
 // bf16 output. offsets [tiles + 1] and bounds (flat pairs) come from mmaemu/streamk.py. The
-// scalar reference, rows in parallel; CUDA tensors run on host copies.
+// "reference" backend: the scalar reference, rows in parallel; otherwise the cpu backend's
+// composition (cpu_tiles.c). CUDA tensors run on host copies.
 at::Tensor scaled_mm_tiles(const at::Tensor& mat1, const at::Tensor& mat2,
                            const at::Tensor& scale_a, const at::Tensor& scale_b,
                            const std::optional<at::Tensor>& bias, bool use_fast_accum,
                            std::string preset, at::IntArrayRef offsets,
                            at::IntArrayRef bounds, int64_t tile_m, int64_t tile_n,
-                           int64_t iter_k) {
+                           int64_t iter_k, std::string backend) {
   TORCH_CHECK(mat1.dim() == 2 && mat2.dim() == 2, "mmaemu: mat1 and mat2 must be matrices");
   if (mat1.is_cuda()) {
     TORCH_WARN_ONCE("mmaemu: no CUDA kernel computes row-wise scales or a bias; computing the "
@@ -304,7 +305,8 @@ at::Tensor scaled_mm_tiles(const at::Tensor& mat1, const at::Tensor& mat2,
     std::optional<at::Tensor> bias_h;
     if (bias.has_value()) bias_h = bias->cpu();
     return scaled_mm_tiles(mat1.cpu(), mat2.cpu(), scale_a.cpu(), scale_b.cpu(), bias_h,
-                           use_fast_accum, preset, offsets, bounds, tile_m, tile_n, iter_k)
+                           use_fast_accum, preset, offsets, bounds, tile_m, tile_n, iter_k,
+                           backend == "reference" ? "reference" : "cpu")
         .to(mat1.device());
   }
   const at::Tensor a = k_contiguous(mat1);
@@ -328,12 +330,19 @@ at::Tensor scaled_mm_tiles(const at::Tensor& mat1, const at::Tensor& mat2,
     rc = mmaemu_tile_plan_check(&g, &tp, static_cast<int64_t>(offsets.size()),
                                 static_cast<int64_t>(bounds.size() / 2));
   TORCH_CHECK(rc == MM_OK, "mmaemu: ", mmaemu_error_string(rc));
-  std::atomic<int> status{MM_OK};
-  at::parallel_for(0, g.M, 1, [&](int64_t r0, int64_t r1) {
-    const int r = mmaemu_gemm_tiles_reference(&g, &tp, r0, r1);
-    if (r != MM_OK) status = r;
-  });
-  TORCH_CHECK(status == MM_OK, "mmaemu: ", mmaemu_error_string(status));
+  TORCH_CHECK(!mmaemu_cpu_flushes_denormals(), "mmaemu: ",
+              mmaemu_error_string(MM_ERR_FLUSH_DENORMAL));
+  if (backend == "reference") {
+    std::atomic<int> status{MM_OK};
+    at::parallel_for(0, g.M, 1, [&](int64_t r0, int64_t r1) {
+      const int r = mmaemu_gemm_tiles_reference(&g, &tp, r0, r1);
+      if (r != MM_OK) status = r;
+    });
+    rc = status;
+  } else {
+    rc = mmaemu_gemm_tiles_cpu(&g, &tp, at::get_num_threads());
+  }
+  TORCH_CHECK(rc == MM_OK, "mmaemu: ", mmaemu_error_string(rc));
   return out;
 }
 
@@ -394,7 +403,7 @@ TORCH_LIBRARY(mmaemu, m) {
   m.def(
       "scaled_mm_tiles(Tensor mat1, Tensor mat2, Tensor scale_a, Tensor scale_b, Tensor? bias, "
       "bool use_fast_accum, str preset, int[] offsets, int[] bounds, int tile_m, int tile_n, "
-      "int iter_k) -> Tensor");
+      "int iter_k, str backend=\"auto\") -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(mmaemu, CPU, m) {

@@ -55,7 +55,7 @@ def scaled_mm(mat1, mat2, scale_a, scale_b, bias=None, scale_result=None, out_dt
         None if bias is None else bias.dtype)
     if scheme == "streamk":  # row-wise on sm_89: per-tile k-segments
         return scaled_mm_streamk(mat1, mat2, scale_a, scale_b, bias, bool(use_fast_accum),
-                                 preset, getattr(profile, "name", profile))
+                                 preset, getattr(profile, "name", profile), name)
     return torch.ops.mmaemu.scaled_mm(mat1, mat2, scale_a, scale_b, bias, scale_result,
                                       out_dtype, bool(use_fast_accum), preset, splits, scheme,
                                       name, epilogue)

@@ -226,16 +226,18 @@ def _tile_plan(M, N, K, profile):
     return tile_plan_lists(decompose(M, N, K, get_profile(profile).sm_count))
 
 
-def scaled_mm_streamk(mat1, mat2, scale_a, scale_b, bias, use_fast_accum, preset, profile):
+def scaled_mm_streamk(mat1, mat2, scale_a, scale_b, bias, use_fast_accum, preset, profile,
+                      backend):
     """Row-wise scaled_mm of an sm_89 profile: each output tile over its stream-K k-segments
-    (torch.ops.mmaemu.scaled_mm_tiles, the scalar reference in C; CUDA tensors on host copies)."""
+    (torch.ops.mmaemu.scaled_mm_tiles; CUDA tensors on host copies)."""
     offsets, bounds = _tile_plan(int(mat1.shape[0]), int(mat2.shape[1]), int(mat1.shape[1]),
                                  profile)
     return torch.ops.mmaemu.scaled_mm_tiles(mat1, mat2, scale_a, scale_b, bias, use_fast_accum,
-                                            preset, offsets, bounds, TILE_M, TILE_N, TILE_K)
+                                            preset, offsets, bounds, TILE_M, TILE_N, TILE_K,
+                                            backend)
 
 
 @torch.library.register_fake("mmaemu::scaled_mm_tiles")
 def _scaled_mm_tiles_fake(mat1, mat2, scale_a, scale_b, bias, use_fast_accum, preset, offsets,
-                          bounds, tile_m, tile_n, iter_k):
+                          bounds, tile_m, tile_n, iter_k, backend="auto"):
     return mat1.new_empty((mat1.shape[0], mat2.shape[1]), dtype=torch.bfloat16)

@@ -14,6 +14,8 @@ import mmaemu
 import pymodel
 from mmaemu.streamk import decompose, tile_plan_lists
 from mmaemu.testing import assert_bitwise_equal
+
+BACKENDS = ("reference", "cpu")
 from test_rowwise import as_f32, as_u16, bf16_bits_strategy, f32_bits_strategy, fp8, \
     fp8_code_strategy, u16
 
@@ -174,14 +176,14 @@ def ada_case(draw):
     return M, N, K, A, B, sa, sb, bias, draw(st.booleans()), draw(st.sampled_from(["e4m3", "e5m2"]))
 
 
-def run_ada(A, B, fa, sa, sb, bias, fast, M, N, profile="ada"):
+def run_ada(A, B, fa, sa, sb, bias, fast, M, N, profile="ada", backend=None):
     a, w = fp8(A, fa), fp8(B, "e4m3")
     b = None if bias is None else as_u16(bias, torch.bfloat16)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", mmaemu.UnverifiedSplitWarning)
         return mmaemu.scaled_mm(a, w.t(), as_f32(sa).reshape(M, 1), as_f32(sb).reshape(1, N),
                                 bias=b, out_dtype=torch.bfloat16, use_fast_accum=fast,
-                                profile=profile)
+                                profile=profile, backend=backend)
 
 
 @settings(max_examples=40, deadline=None, derandomize=True)
@@ -189,10 +191,11 @@ def run_ada(A, B, fa, sa, sb, bias, fast, M, N, profile="ada"):
 def test_ada_rowwise_matches_exact_model(case):
     M, N, K, A, B, sa, sb, bias, fast, fa = case
     plan = decompose(M, N, K, 24)
-    got = u16(run_ada(A, B, fa, sa, sb, bias, fast, M, N))
     want = rowwise_model(A, B, fa, K, fast, sa, sb, bias, plan,
                          [(i, j) for i in range(M) for j in range(N)])
-    assert got == [want[i, j] for i in range(M) for j in range(N)]
+    for backend in BACKENDS:
+        got = u16(run_ada(A, B, fa, sa, sb, bias, fast, M, N, backend=backend))
+        assert got == [want[i, j] for i in range(M) for j in range(N)], backend
 
 
 def dense_codes(rng, rows, K):
@@ -212,10 +215,11 @@ def test_ada_dense_elements_match_exact_model(M, N, K, fast):
     sb = [int(x) for x in rng.integers(0x3E800000, 0x40000000, size=N)]
     bias = [int(x) for x in rng.integers(0, 0x10000, size=N) & 0xBFFF]
     plan = decompose(M, N, K, 24)
-    got = run_ada(A, B, "e4m3", sa, sb, bias, fast, M, N)
-    got = np.array(u16(got)).reshape(M, N)
     elements = sorted({(int(i), int(j)) for i, j in zip(rng.integers(0, M, 24), rng.integers(0, N, 24))})
     want = rowwise_model(A, B, "e4m3", K, fast, sa, sb, bias, plan, elements)
+    outs = [run_ada(A, B, "e4m3", sa, sb, bias, fast, M, N, backend=be) for be in BACKENDS]
+    assert_bitwise_equal(outs[0], outs[1])      # every element, not only the sampled ones
+    got = np.array(u16(outs[1])).reshape(M, N)
     assert [int(got[i, j]) for i, j in elements] == [want[e] for e in elements]
 
 
@@ -340,3 +344,25 @@ def test_tiles_op_refuses_bad_plans():
         op(a, b, sa, sb, None, False, "ada", [0, 1], [0, 2], 64, 128, 40)   # not whole blocks
     y = op(a, b, sa, sb, None, False, "ada", [0, 2], [0, 1, 1, 2], 64, 128, 64)
     assert y.shape == (64, 128)
+
+
+@pytest.mark.parametrize("M, N, K, sms", [(2, 16, 1008, 24), (130, 384, 992, 24),
+                                          (300, 640, 2048, 58), (128, 256, 4096, 142)])
+@pytest.mark.parametrize("fast", [False, True])
+def test_cpu_backend_equals_reference(M, N, K, sms, fast, monkeypatch):
+    """The cpu backend's composition (one wide call per run of equal tiles) against the scalar
+    reference, on decompositions of several SM counts (the profile's count replaced)."""
+    from dataclasses import replace
+    profiles = sys.modules["mmaemu.profiles"]
+    profiles.profiles()
+    monkeypatch.setitem(profiles._PROFILES, "ada", replace(mmaemu.get_profile("ada"), sm_count=sms))
+    a, b, sa, sb, bias = _operands(M, N, K, seed=M + sms)
+    sa[0, 0] = float("inf")                       # NaN and Inf rows through the fold
+    a[1, 5] = torch.tensor(float("nan")).to(torch.float8_e4m3fn)
+    outs = []
+    for backend in BACKENDS:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", mmaemu.UnverifiedSplitWarning)
+            outs.append(mmaemu.scaled_mm(a, b, sa, sb, bias=bias, out_dtype=torch.bfloat16,
+                                         use_fast_accum=fast, profile="ada", backend=backend))
+    assert_bitwise_equal(outs[0], outs[1])
