@@ -346,12 +346,13 @@ def test_tiles_op_refuses_bad_plans():
     assert y.shape == (64, 128)
 
 
-@pytest.mark.parametrize("M, N, K, sms", [(2, 16, 1008, 24), (130, 384, 992, 24),
+@pytest.mark.parametrize("M, N, K, sms", [(448, 896, 512, 24), (130, 384, 992, 24),
                                           (300, 640, 2048, 58), (128, 256, 4096, 142)])
 @pytest.mark.parametrize("fast", [False, True])
 def test_cpu_backend_equals_reference(M, N, K, sms, fast, monkeypatch):
     """The cpu backend's composition (one wide call per run of equal tiles) against the scalar
-    reference, on decompositions of several SM counts (the profile's count replaced)."""
+    reference, on decompositions of several SM counts (the profile's count replaced); 448x896x512
+    on 24 SMs mixes data-parallel tiles with stream-K tiles of 8 different segment lists."""
     from dataclasses import replace
     profiles = sys.modules["mmaemu.profiles"]
     profiles.profiles()
