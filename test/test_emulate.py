@@ -151,7 +151,11 @@ def test_bias_and_rowwise_are_emulated():
                                                   out_dtype=torch.bfloat16, **S1))
     assert_bitwise_equal(y_row, mmaemu.scaled_mm(x, w.t(), sa, sb, bias=bias,
                                                  out_dtype=torch.bfloat16, use_fast_accum=True))
-    with mmaemu.emulate(profile="ada", **S1):
+    with mmaemu.emulate(profile="ada", **S1):    # the sm_89 stream-K kernel (semantics.md 8c)
+        y_ada = torch._scaled_mm(x, w.t(), sa, sb, out_dtype=torch.bfloat16)
+    assert_bitwise_equal(y_ada, mmaemu.scaled_mm(x, w.t(), sa, sb, out_dtype=torch.bfloat16,
+                                                 profile="ada"))
+    with mmaemu.emulate(profile="hopper-experimental", **S1):
         with pytest.raises(mmaemu.UnsupportedFeatureError, match="row-wise"):
             torch._scaled_mm(x, w.t(), sa, sb, out_dtype=torch.bfloat16)
 
