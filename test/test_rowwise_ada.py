@@ -367,3 +367,15 @@ def test_cpu_backend_equals_reference(M, N, K, sms, fast, monkeypatch):
             outs.append(mmaemu.scaled_mm(a, b, sa, sb, bias=bias, out_dtype=torch.bfloat16,
                                          use_fast_accum=fast, profile="ada", backend=backend))
     assert_bitwise_equal(outs[0], outs[1])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_tensors_run_on_host_copies():
+    a, b, sa, sb, bias = _operands(M=130, N=256, K=1024, seed=9)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        want = mmaemu.scaled_mm(a, b, sa, sb, bias=bias, out_dtype=torch.bfloat16, profile="ada")
+        got = mmaemu.scaled_mm(a.cuda(), b.cuda(), sa.cuda(), sb.cuda(), bias=bias.cuda(),
+                               out_dtype=torch.bfloat16, profile="ada")
+    assert got.is_cuda
+    assert_bitwise_equal(got.cpu(), want)
