@@ -7,6 +7,7 @@
 
 #include "kernels/mmaemu_gemm.h"
 #include "kernels/mmaemu_presets.h"
+#include "kernels/mmaemu_tiles.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -44,6 +45,17 @@ int mmaemu_gemm_cpu(const mm_gemm* g, int threads);
 const char* mmaemu_cpu_simd_paths(void);
 /* Which SIMD path MMAEMU_CPU_SIMD selects and why (auto: the measured rates it decides by). */
 const char* mmaemu_cpu_simd_choice(void);
+
+/* Checks a tile plan against g (mmaemu_gemm_check checks g itself): n_offsets = tiles + 1
+ * non-decreasing offsets into n_bounds segments, each a non-empty k-iteration range in K. */
+int mmaemu_tile_plan_check(const mm_gemm* g, const mm_tile_plan* tp, int64_t n_offsets,
+                           int64_t n_bounds);
+/* The scalar reference of a tile-planned GEMM (mmaemu_tiles.h) for rows [row0, row1): each
+ * element over its tile's k-segments, then mm_epilogue_at. Checked plans only. */
+int mmaemu_gemm_tiles_reference(const mm_gemm* g, const mm_tile_plan* tp, int64_t row0,
+                                int64_t row1);
+/* The cpu backend's form of it: the same bits, from mmaemu_gemm_cpu's chain accumulators. */
+int mmaemu_gemm_tiles_cpu(const mm_gemm* g, const mm_tile_plan* tp, int threads);
 
 /* mmaemu.mma: d[i] = the preset's chain of blocks over a[i, :] . b[i, :] starting from c[i].
  * a, b: [n, K] with row strides lda, ldb; K a multiple of the block size. */

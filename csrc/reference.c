@@ -30,3 +30,31 @@ int mmaemu_mma_reference(const uint8_t* a, int64_t lda, int fmt_a, const uint8_t
     }
     return MM_OK;
 }
+
+int mmaemu_tile_plan_check(const mm_gemm* g, const mm_tile_plan* tp, int64_t n_offsets,
+                           int64_t n_bounds) {
+    if (!tp || tp->tile_m < 1 || tp->tile_n < 1 || tp->iter_k < 1) return MM_ERR_ARGUMENT;
+    if (tp->iter_k % g->preset.block != 0) return MM_ERR_ARGUMENT;
+    const int64_t tiles_m = (g->M + tp->tile_m - 1) / tp->tile_m;
+    if (tp->tiles_n != (g->N + tp->tile_n - 1) / tp->tile_n) return MM_ERR_ARGUMENT;
+    if (n_offsets != tiles_m * tp->tiles_n + 1 || !tp->offsets || tp->offsets[0] != 0)
+        return MM_ERR_ARGUMENT;
+    const int64_t iters = (g->K + tp->iter_k - 1) / tp->iter_k;
+    for (int64_t t = 0; t + 1 < n_offsets; t++) {
+        if (tp->offsets[t + 1] < tp->offsets[t] || tp->offsets[t + 1] > n_bounds) return MM_ERR_ARGUMENT;
+        for (int64_t s = tp->offsets[t]; s < tp->offsets[t + 1]; s++) {
+            const int64_t lo = tp->bounds[2 * s], hi = tp->bounds[2 * s + 1];
+            if (lo < 0 || hi <= lo || hi > iters) return MM_ERR_ARGUMENT;
+        }
+    }
+    return MM_OK;
+}
+
+int mmaemu_gemm_tiles_reference(const mm_gemm* g, const mm_tile_plan* tp, int64_t row0,
+                                int64_t row1) {
+    if (mmaemu_cpu_flushes_denormals()) return MM_ERR_FLUSH_DENORMAL;
+    for (int64_t i = row0; i < row1; i++)
+        for (int64_t j = 0; j < g->N; j++)
+            mm_store(g, i, j, mm_tiles_element(g, tp, i, j));
+    return MM_OK;
+}

@@ -9,6 +9,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include <atomic>
 #include <string>
 
 #include "mmaemu.h"
@@ -214,6 +215,29 @@ int bias_kind(const at::Tensor& bias, int64_t N) {
   TORCH_CHECK(false, "mmaemu: bias must be bfloat16 or float16, got ", bias.scalar_type());
 }
 
+// Contiguous copies of the row-wise scales and the bias that a plan points into.
+struct RowwiseInputs {
+  at::Tensor scale_a, scale_b, bias;
+};
+
+void set_rowwise_scales(mm_gemm& g, const at::Tensor& scale_a, const at::Tensor& scale_b,
+                        RowwiseInputs& held) {
+  TORCH_CHECK(scale_a.scalar_type() == at::kFloat && scale_a.numel() == g.M &&
+                  scale_b.scalar_type() == at::kFloat && scale_b.numel() == g.N,
+              "mmaemu: row-wise scales must be float32 with M and N elements");
+  held.scale_a = scale_a.contiguous();
+  held.scale_b = scale_b.contiguous();
+  g.scale_a_vec = held.scale_a.data_ptr<float>();
+  g.scale_b_vec = held.scale_b.data_ptr<float>();
+}
+
+void set_bias(mm_gemm& g, const std::optional<at::Tensor>& bias, RowwiseInputs& held) {
+  if (!bias.has_value()) return;
+  g.bias_kind = bias_kind(*bias, g.N);
+  held.bias = bias->contiguous();
+  g.bias = held.bias.data_ptr();
+}
+
 at::Tensor scaled_mm(const at::Tensor& mat1, const at::Tensor& mat2, const at::Tensor& scale_a,
                      const at::Tensor& scale_b, const std::optional<at::Tensor>& bias,
                      const std::optional<at::Tensor>& scale_result,
@@ -239,25 +263,15 @@ at::Tensor scaled_mm(const at::Tensor& mat1, const at::Tensor& mat2, const at::T
   s.b = &scale_b;
   const float* sa = nullptr;
   const float* sb = nullptr;
-  at::Tensor sa_vec, sb_vec, bias_c;
+  RowwiseInputs held;
   if (rowwise) {
     TORCH_CHECK(odt == at::kBFloat16, "mmaemu: row-wise scales need a bfloat16 output");
-    TORCH_CHECK(scale_a.scalar_type() == at::kFloat && scale_a.numel() == g.M &&
-                    scale_b.scalar_type() == at::kFloat && scale_b.numel() == g.N,
-                "mmaemu: row-wise scales must be float32 with M and N elements");
-    sa_vec = scale_a.contiguous();
-    sb_vec = scale_b.contiguous();
-    g.scale_a_vec = sa_vec.data_ptr<float>();
-    g.scale_b_vec = sb_vec.data_ptr<float>();
+    set_rowwise_scales(g, scale_a, scale_b, held);
   } else {
     sa = device_scale(scale_a, "scale_a", device, &g.scale_a);
     sb = device_scale(scale_b, "scale_b", device, &g.scale_b);
   }
-  if (bias.has_value()) {
-    g.bias_kind = bias_kind(*bias, g.N);
-    bias_c = bias->contiguous();
-    g.bias = bias_c.data_ptr();
-  }
+  set_bias(g, bias, held);
   const float* sr = nullptr;
   if (scale_result.has_value()) {
     g.has_scale_result = 1;
@@ -271,6 +285,64 @@ at::Tensor scaled_mm(const at::Tensor& mat1, const at::Tensor& mat2, const at::T
   g.ldo = g.N;
   if (device.is_cuda()) run_cuda(g, backend, a, b, s, sa, sb, sr, out);
   else run(g, backend, device);
+  return out;
+}
+
+// Row-wise scaled_mm over a tile plan (mmaemu_tiles.h): torch 2.7.1's sm_89 stream-K kernel,
+// bf16 output. offsets [tiles + 1] and bounds (flat pairs) come from mmaemu/streamk.py. The
+// "reference" backend: the scalar reference, rows in parallel; otherwise the cpu backend's
+// composition (cpu_tiles.c). CUDA tensors run on host copies.
+at::Tensor scaled_mm_tiles(const at::Tensor& mat1, const at::Tensor& mat2,
+                           const at::Tensor& scale_a, const at::Tensor& scale_b,
+                           const std::optional<at::Tensor>& bias, bool use_fast_accum,
+                           std::string preset, at::IntArrayRef offsets,
+                           at::IntArrayRef bounds, int64_t tile_m, int64_t tile_n,
+                           int64_t iter_k, std::string backend) {
+  TORCH_CHECK(mat1.dim() == 2 && mat2.dim() == 2, "mmaemu: mat1 and mat2 must be matrices");
+  if (mat1.is_cuda()) {
+    TORCH_WARN_ONCE("mmaemu: no CUDA kernel computes row-wise scales or a bias; computing the "
+                    "reference model on the CPU instead");
+    std::optional<at::Tensor> bias_h;
+    if (bias.has_value()) bias_h = bias->cpu();
+    return scaled_mm_tiles(mat1.cpu(), mat2.cpu(), scale_a.cpu(), scale_b.cpu(), bias_h,
+                           use_fast_accum, preset, offsets, bounds, tile_m, tile_n, iter_k,
+                           backend == "reference" ? "reference" : "cpu")
+        .to(mat1.device());
+  }
+  const at::Tensor a = k_contiguous(mat1);
+  const at::Tensor b = k_contiguous(mat2.t());
+  mm_gemm g = make_plan(a, b, use_fast_accum, preset, 1, "none");
+  g.out_kind = MM_OUT_BF16;
+  g.epilogue_order = MM_EPI_ROWWISE;
+  RowwiseInputs held;
+  set_rowwise_scales(g, scale_a, scale_b, held);
+  set_bias(g, bias, held);
+  at::Tensor out = at::empty({g.M, g.N}, mat1.options().dtype(at::kBFloat16));
+  if (g.M == 0 || g.N == 0) return out;
+  if (g.K == 0) return out.zero_();
+  g.out = out.data_ptr();
+  g.ldo = g.N;
+  TORCH_CHECK(bounds.size() % 2 == 0, "mmaemu: tile plan bounds come in pairs");
+  const mm_tile_plan tp = {tile_m, tile_n, iter_k, tile_n > 0 ? (g.N + tile_n - 1) / tile_n : 0,
+                           offsets.data(), bounds.data()};
+  int rc = mmaemu_gemm_check(&g);
+  if (rc == MM_OK)
+    rc = mmaemu_tile_plan_check(&g, &tp, static_cast<int64_t>(offsets.size()),
+                                static_cast<int64_t>(bounds.size() / 2));
+  TORCH_CHECK(rc == MM_OK, "mmaemu: ", mmaemu_error_string(rc));
+  TORCH_CHECK(!mmaemu_cpu_flushes_denormals(), "mmaemu: ",
+              mmaemu_error_string(MM_ERR_FLUSH_DENORMAL));
+  if (backend == "reference") {
+    std::atomic<int> status{MM_OK};
+    at::parallel_for(0, g.M, 1, [&](int64_t r0, int64_t r1) {
+      const int r = mmaemu_gemm_tiles_reference(&g, &tp, r0, r1);
+      if (r != MM_OK) status = r;
+    });
+    rc = status;
+  } else {
+    rc = mmaemu_gemm_tiles_cpu(&g, &tp, at::get_num_threads());
+  }
+  TORCH_CHECK(rc == MM_OK, "mmaemu: ", mmaemu_error_string(rc));
   return out;
 }
 
@@ -328,17 +400,23 @@ TORCH_LIBRARY(mmaemu, m) {
       "accumulate(Tensor x, Tensor w, bool use_fast_accum, str preset=\"hopper\", int splits=1, "
       "str scheme=\"none\", str backend=\"auto\") -> Tensor");
   m.def("mma(Tensor a, Tensor b, Tensor c, str preset=\"hopper\") -> Tensor");
+  m.def(
+      "scaled_mm_tiles(Tensor mat1, Tensor mat2, Tensor scale_a, Tensor scale_b, Tensor? bias, "
+      "bool use_fast_accum, str preset, int[] offsets, int[] bounds, int tile_m, int tile_n, "
+      "int iter_k, str backend=\"auto\") -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(mmaemu, CPU, m) {
   m.impl("scaled_mm", &scaled_mm);
   m.impl("accumulate", &accumulate);
   m.impl("mma", &mma);
+  m.impl("scaled_mm_tiles", &scaled_mm_tiles);
 }
 
 TORCH_LIBRARY_IMPL(mmaemu, CUDA, m) {
   m.impl("scaled_mm", &scaled_mm);
   m.impl("accumulate", &accumulate);
+  m.impl("scaled_mm_tiles", &scaled_mm_tiles);
 }
 
 // The Python module mmaemu._C: importing it runs the registrations above. Its functions are

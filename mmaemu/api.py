@@ -4,6 +4,7 @@ import torch
 from . import errors
 from .plan import _decide, build_plan, dtype_name, emit, flush_denormal_check
 from .profiles import get_preset
+from .streamk import scaled_mm_streamk
 from .validation import validate_accumulate, validate_mma, validate_scaled_mm
 
 
@@ -52,6 +53,9 @@ def scaled_mm(mat1, mat2, scale_a, scale_b, bias=None, scale_result=None, out_dt
         "scaled_mm", mat1.shape[0], mat2.shape[1], mat1.shape[1], fmt_a, fmt_b, out_dtype,
         bool(use_fast_accum), profile, backend, splitk, mat1.device, scaling,
         None if bias is None else bias.dtype)
+    if scheme == "streamk":  # row-wise on sm_89: per-tile k-segments
+        return scaled_mm_streamk(mat1, mat2, scale_a, scale_b, bias, bool(use_fast_accum),
+                                 preset, getattr(profile, "name", profile), name)
     return torch.ops.mmaemu.scaled_mm(mat1, mat2, scale_a, scale_b, bias, scale_result,
                                       out_dtype, bool(use_fast_accum), preset, splits, scheme,
                                       name, epilogue)

@@ -132,7 +132,7 @@ class emulate(TorchFunctionMode):
     autograd nodes recorded inside the context.
 
     Nothing falls back: a call mmaemu cannot compute raises the error mmaemu.scaled_mm raises
-    (UnsupportedFeatureError for row-wise scales on an Ada profile, ReferenceRejectsError for calls torch
+    (UnsupportedFeatureError for row-wise scales on a profile without a GPU, ReferenceRejectsError for calls torch
     2.7.1 would reject, SplitKUnknownError, ...). See docs/api.md for what it cannot see.
 
     dispatcher=True also catches aten::_scaled_mm at the dispatcher for the whole context, so

@@ -77,7 +77,8 @@ def build_plan(M, N, K, fmt_a, fmt_b, out_dtype, fast, *, profile=None, backend=
                       f"{preset.evidence}"))
     epilogue, kernel = "H1", None
     if scaling == "rowwise":
-        split, epilogue, kernel = rowwise_decision(prof, M, N, splitk)
+        split, epilogue, kernel, rowwise_warns = rowwise_decision(prof, M, N, K, splitk)
+        warns += rowwise_warns
     else:
         split, split_warns = decide(prof, M, N, K, fmt_a, fmt_b, out_dtype, fast, splitk)
         validate_split_plan(preset, prof.name, split.S or 1, split.scheme)
@@ -96,23 +97,52 @@ def build_plan(M, N, K, fmt_a, fmt_b, out_dtype, fast, *, profile=None, backend=
     return plan, warns
 
 
-def rowwise_decision(prof, M, N, splitk):
-    """Row-wise scales: torch 2.7.1's CUTLASS f8f8bf16_rowwise, which never splits K; the
-    (M, N) rule picks the instance, and with it the epilogue's scale order."""
+def rowwise_decision(prof, M, N, K, splitk):
+    """Row-wise scales: torch 2.7.1's CUTLASS f8f8bf16_rowwise. On sm_90 it never splits K and
+    the (M, N) rule picks the instance, and with it the epilogue's scale order; on sm_89 the
+    stream-K swizzle splits tiles' K by the profile's SM count. Returns (split, epilogue,
+    kernel, warnings)."""
     from .rowwise import sm90_instance
-    if prof.compute_capability != "9.0" or prof.sm_count is None:
+    if prof.compute_capability not in ("9.0", "8.9") or prof.sm_count is None:
         raise errors.UnsupportedFeatureError(
             f"row-wise scales on profile {prof.name!r}: mmaemu models torch 2.7.1's row-wise "
-            "kernel on sm_90 (the hopper profiles) only")
+            "kernels on sm_90 and sm_89 (the hopper and ada profiles) only")
     explicit = parse_splitk(splitk, prof)
     if explicit is not None and explicit[0] != 1:
-        raise ValueError(f"splitk={splitk!r}: torch 2.7.1's row-wise kernel never splits K; "
-                             "pass 'auto' or 1")
+        how = "never splits K" if prof.compute_capability == "9.0" else \
+            "splits K by its stream-K rule alone (the profile's SM count)"
+        raise ValueError(f"splitk={splitk!r}: torch 2.7.1's row-wise kernel {how}; "
+                         "pass 'auto' or 1")
+    if prof.compute_capability == "8.9":
+        return ada_rowwise_decision(prof, M, N, K)
     inst = sm90_instance(M, N, prof.sm_count)
     split = SplitDecision(1, "none", "rule", True, None,
                           "row-wise: CUTLASS f8f8bf16_rowwise has no split-K or stream-K "
                           "(cited: torch 2.7.1 source and SASS)")
-    return split, "rowwise_t" if inst.transposed else "rowwise", inst.describe()
+    return split, "rowwise_t" if inst.transposed else "rowwise", inst.describe(), []
+
+
+def ada_rowwise_decision(prof, M, N, K):
+    """sm_89: the stream-K plan of mmaemu/streamk.py. Inferred from source, never compared with
+    Ada hardware, hence verified=False and, where a tile's K is split, UnverifiedSplitWarning."""
+    from .streamk import decompose
+    sk = decompose(M, N, K, prof.sm_count)
+    segs = max((len(s) for s in sk.segments().values()), default=1)
+    split = SplitDecision(segs, "streamk", "rule", False, None,
+                          f"row-wise on sm_89: {sk.describe()}. Inferred from the source of "
+                          "torch 2.7.1 and CUTLASS 3.8 (no Ada row-wise recording); S is the "
+                          "most k-segments of any tile")
+    kernel = ("CUTLASS 2.x GemmWithEpilogueVisitorStreamk 64x128x64 (torch 2.7.1 sm_89 "
+              "f8f8bf16_rowwise), not transposed: fp32(acc*scale_a[m]) first; non-fast: staged "
+              "promotion (groups of 32, then 64 k within each k-segment); inferred")
+    warns = []
+    if segs > 1:
+        warns.append(("UnverifiedSplitWarning",
+                      f"row-wise on profile {prof.name!r}: the stream-K kernel splits the K of "
+                      f"{sk.sk_tiles} of {sk.tiles} output tiles ({prof.sm_count} SMs); the "
+                      "decomposition and the fold of its partials are inferred from source, "
+                      "never replayed on Ada hardware"))
+    return split, "rowwise", kernel, warns
 
 
 def emit(warns, stacklevel):

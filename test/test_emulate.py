@@ -151,7 +151,11 @@ def test_bias_and_rowwise_are_emulated():
                                                   out_dtype=torch.bfloat16, **S1))
     assert_bitwise_equal(y_row, mmaemu.scaled_mm(x, w.t(), sa, sb, bias=bias,
                                                  out_dtype=torch.bfloat16, use_fast_accum=True))
-    with mmaemu.emulate(profile="ada", **S1):
+    with mmaemu.emulate(profile="ada", **S1):    # the sm_89 stream-K kernel (semantics.md 8c)
+        y_ada = torch._scaled_mm(x, w.t(), sa, sb, out_dtype=torch.bfloat16)
+    assert_bitwise_equal(y_ada, mmaemu.scaled_mm(x, w.t(), sa, sb, out_dtype=torch.bfloat16,
+                                                 profile="ada"))
+    with mmaemu.emulate(profile="hopper-experimental", **S1):
         with pytest.raises(mmaemu.UnsupportedFeatureError, match="row-wise"):
             torch._scaled_mm(x, w.t(), sa, sb, out_dtype=torch.bfloat16)
 
@@ -232,9 +236,9 @@ def test_compile_keeps_the_error_class():
     x, w = operands(m=16, n=32, k=64)
     sa, sb = torch.ones(16, 1), torch.ones(1, 32)
 
-    def f(x):   # row-wise scales on an Ada profile: not modelled
+    def f(x):   # row-wise scales on a profile without a GPU: not modelled
         return torch._scaled_mm(x, w.t(), sa, sb, out_dtype=torch.bfloat16)
-    with mmaemu.emulate(profile="ada", **S1), pytest.raises(mmaemu.UnsupportedFeatureError):
+    with mmaemu.emulate(profile="hopper-experimental", **S1), pytest.raises(mmaemu.UnsupportedFeatureError):
         torch.compile(f, fullgraph=True, backend="aot_eager")(x)
 
 

@@ -369,9 +369,9 @@ def test_bias_computes_and_unmodelled_rowwise_is_unsupported():
     y = mmaemu.scaled_mm(x, w.t(), ONE, ONE, bias=torch.zeros(16, dtype=torch.bfloat16),
                          out_dtype=torch.bfloat16, splitk=1)
     assert y.shape == (16, 16) and y.dtype == torch.bfloat16
-    with pytest.raises(mmaemu.UnsupportedFeatureError):
+    with pytest.raises(mmaemu.UnsupportedFeatureError):   # no GPU profile: no row-wise kernel
         mmaemu.scaled_mm(x, w.t(), torch.ones(16, 1), torch.ones(1, 16),
-                         out_dtype=torch.bfloat16, profile="ada")
+                         out_dtype=torch.bfloat16, profile="hopper-experimental")
 
 
 # ---- section 10: environment variables ---------------------------------------------------------

@@ -279,11 +279,12 @@ def test_rowwise_refusals_use_torch_messages():
                          bias=torch.zeros(32, dtype=torch.bfloat16), out_dtype=torch.float32)
 
 
-def test_rowwise_needs_a_hopper_profile_and_no_split():
+def test_rowwise_needs_a_gpu_profile_and_no_split():
     a, b, sa, sb = _rowwise_operands()
-    with pytest.raises(UnsupportedFeatureError, match="row-wise scales on profile 'ada'"):
-        mmaemu.scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16, profile="ada")
-    plan = mmaemu.explain(a, b, sa, sb, out_dtype=torch.bfloat16, profile="ada")
+    with pytest.raises(UnsupportedFeatureError,
+                       match="row-wise scales on profile 'hopper-experimental'"):
+        mmaemu.scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16, profile="hopper-experimental")
+    plan = mmaemu.explain(a, b, sa, sb, out_dtype=torch.bfloat16, profile="hopper-experimental")
     assert plan.validation.startswith("UnsupportedFeatureError")
     with pytest.raises(ValueError, match="never splits K"):
         mmaemu.scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16, splitk=(2, "contiguous"))

@@ -31,7 +31,10 @@ class Recording(mmaemu.emulate):
 
     def scaled_mm(self, args, kwargs, *binder):
         y = super().scaled_mm(args, kwargs, *binder)
-        self.calls.append((args, dict(kwargs), y))
+        # copies: compiled code may reuse these buffers for later kernels
+        keep = lambda t: t.clone() if isinstance(t, torch.Tensor) else t  # noqa: E731
+        self.calls.append((tuple(map(keep, args)), {k: keep(v) for k, v in kwargs.items()},
+                           y.clone()))
         return y
 
 
@@ -52,12 +55,17 @@ def quantized(monkeypatch):
     return make
 
 
-def direct(args, kwargs):
+def bind(args, kwargs):
     names = ("mat1", "mat2", "scale_a", "scale_b", "bias", "scale_result", "out_dtype",
              "use_fast_accum")
     bound = dict(zip(names, args))
     bound.update(kwargs)
-    return mmaemu.scaled_mm(**bound, splitk=1)
+    bound.pop("out", None)    # aten._scaled_mm.out, as compiled code calls it
+    return bound
+
+
+def direct(args, kwargs):
+    return mmaemu.scaled_mm(**bind(args, kwargs), splitk=1)
 
 
 @pytest.mark.parametrize("granularity", [PerTensor(), PerRow()], ids=["PerTensor", "PerRow"])
@@ -87,6 +95,51 @@ def test_torchao_model_under_emulate(quantized, granularity):
         with mmaemu.emulate(splitk=1):
             assert inductor(x).shape == y.shape
         if isinstance(granularity, PerRow):
-            with mmaemu.emulate(profile="ada", splitk=1), \
+            with mmaemu.emulate(profile="hopper-experimental", splitk=1), \
                     pytest.raises(mmaemu.UnsupportedFeatureError):
                 inductor(x)
+
+
+@pytest.mark.parametrize("granularity", [PerTensor(), PerRow()], ids=["PerTensor", "PerRow"])
+def test_inductor_differs_from_eager_only_by_its_activation_quantization(quantized, granularity,
+                                                                         monkeypatch):
+    """Inductor computes torchao's activation scale (amax / 448 of a bf16 input) in fp32 without
+    the eager path's bf16 rounding, so scale_a and some FP8 codes of mat1 differ and with them
+    the output. The GEMMs themselves are mmaemu's: each compiled call equals a direct call on
+    the operands it received; with inductor's emulate_precision_casts the operands and the
+    output equal the eager run's bit for bit."""
+    model = quantized(granularity)
+    x = torch.randn(8, 64, generator=torch.Generator().manual_seed(0)).to(torch.bfloat16)
+    with torch.no_grad():
+        eager = Recording(splitk=1)
+        with eager:
+            y = model(x)
+        torch._dynamo.reset()
+        compiled = Recording(splitk=1)
+        with compiled:
+            y_ind = torch.compile(copy.deepcopy(model))(x)
+        sa_e = bind(*eager.calls[0][:2])["scale_a"]
+        sa_c = bind(*compiled.calls[0][:2])["scale_a"]
+        assert not torch.equal(sa_e, sa_c)                                # scale_a differs
+        assert torch.equal(sa_c.to(torch.bfloat16).float(), sa_e)         # ... by bf16 rounding
+        assert not torch.equal(y_ind.view(torch.int16), y.view(torch.int16))
+        for args, kwargs, out in compiled.calls:
+            assert_bitwise_equal(out, direct(args, kwargs))
+        torch._dynamo.reset()
+        monkeypatch.setattr(torch._inductor.config, "emulate_precision_casts", True)
+        with mmaemu.emulate(splitk=1):
+            y_cast = torch.compile(copy.deepcopy(model))(x)
+        assert_bitwise_equal(y_cast, y)
+
+
+def test_torchao_perrow_on_ada(quantized):
+    """PerRow on the ada profile: torch 2.7.1's sm_89 stream-K row-wise kernel (semantics.md 8c)."""
+    model = quantized(PerRow())
+    x = torch.randn(8, 64, generator=torch.Generator().manual_seed(2)).to(torch.bfloat16)
+    with torch.no_grad():
+        rec = Recording(profile="ada")
+        with rec:
+            model(x)
+        assert len(rec.calls) == 2
+        for args, kwargs, out in rec.calls:
+            assert_bitwise_equal(out, mmaemu.scaled_mm(**bind(args, kwargs), profile="ada"))
