@@ -1,4 +1,4 @@
-"""The CUDA loader's decisions, without a GPU (csrc/cuda_backend.c, mmaemu/backends.py).
+"""The CUDA loader's decisions, without a GPU (csrc/cuda_*.c, mmaemu/_loader.py, mmaemu/backends.py).
 
 Each case runs in a fresh subprocess (the loader initialises once per process) against:
   - a missing driver (MMAEMU_LIBCUDA_PATH=/nonexistent): everything unavailable with the reason,
@@ -109,47 +109,30 @@ CUresult cuGetProcAddress_v2(const char* name, void** fn, int version, unsigned 
 }
 """
 
-# mm_cuda_call for ctypes (csrc/cuda_backend.h): only used to drive the fake device.
+# Drives the fake device: run() launches one plan with a concrete kernel through
+# mmaemu._C.cuda_run_plan (raw addresses: the fake driver never dereferences them); choose() is
+# the kernel backends.resolve() picks for a request when every self-test has passed.
 PLAN_HELPERS = r"""
-import ctypes, os, sys
+import os, sys
+import torch
 import mmaemu
-from mmaemu import backends
-lib = backends._c()
-
-class Preset(ctypes.Structure):
-    _fields_ = [("block", ctypes.c_int32), ("frac", ctypes.c_int32), ("keep", ctypes.c_int32),
-                ("promote_blocks", ctypes.c_int32), ("c_late", ctypes.c_int32),
-                ("split_rr_tile", ctypes.c_int32)]
-
-class Gemm(ctypes.Structure):
-    _fields_ = [("a", ctypes.c_void_p), ("b", ctypes.c_void_p), ("out", ctypes.c_void_p),
-                ("lda", ctypes.c_int64), ("ldb", ctypes.c_int64), ("ldo", ctypes.c_int64),
-                ("M", ctypes.c_int64), ("N", ctypes.c_int64), ("K", ctypes.c_int64),
-                ("fmt_a", ctypes.c_int32), ("fmt_b", ctypes.c_int32), ("fast_accum", ctypes.c_int32),
-                ("splits", ctypes.c_int32), ("scheme", ctypes.c_int32), ("out_kind", ctypes.c_int32),
-                ("epilogue_order", ctypes.c_int32), ("has_scale_result", ctypes.c_int32),
-                ("scale_a", ctypes.c_float), ("scale_b", ctypes.c_float), ("scale_result", ctypes.c_float),
-                ("preset", Preset), ("scale_a_vec", ctypes.c_void_p), ("scale_b_vec", ctypes.c_void_p),
-                ("bias", ctypes.c_void_p), ("bias_kind", ctypes.c_int32), ("reserved", ctypes.c_int32)]
-
-class Call(ctypes.Structure):
-    _fields_ = [("g", Gemm), ("scale_a", ctypes.c_void_p), ("scale_b", ctypes.c_void_p),
-                ("scale_result", ctypes.c_void_p), ("workspace", ctypes.c_void_p),
-                ("stream", ctypes.c_void_p), ("device", ctypes.c_int)]
+from mmaemu import _C, backends
 
 PRESETS = {"hopper": (32, 13, 14, 4), "ada": (16, 13, 14, 8), "b200": (32, 25, 24, 4)}
+FORMATS = {0: torch.float8_e4m3fn, 1: torch.float8_e5m2}
+backends.verdict = lambda kernel, preset, device, run=True, force=False: {
+    "passed": True, "cases": 1, "mismatches": 0, "detail": "passed (simulated)", "seconds": 0.0}
 
-def run(backend, M=100, N=200, K=256, fmt=(0, 0), preset="hopper", splits=1, scheme=0,
+def choose(request, preset="hopper", fmt=(0, 0)):
+    return backends.resolve(request, torch.device("cuda", 0), preset.split("-")[0],
+                            (FORMATS[fmt[0]], FORMATS[fmt[1]])).backend
+
+def run(kernel, M=100, N=200, K=256, fmt=(0, 0), preset="hopper", splits=1, scheme=0,
         workspace=True, fast=1):
-    g = Gemm(a=0x1000, b=0x2000, out=0x3000, lda=K, ldb=K, ldo=N, M=M, N=N, K=K, fmt_a=fmt[0],
-             fmt_b=fmt[1], fast_accum=fast, splits=splits, scheme=scheme, out_kind=0,
-             epilogue_order=0, has_scale_result=0, scale_a=1.0, scale_b=1.0, scale_result=1.0,
-             preset=Preset(*PRESETS[preset]))
-    call = Call(g=g, scale_a=0x4000, scale_b=0x4004, scale_result=None,
-                workspace=0x5000 if workspace else None, stream=0xABC0, device=0)
-    lib.mmaemu_cuda_gemm_ex.argtypes = [ctypes.POINTER(Call), ctypes.c_char_p]
-    rc = lib.mmaemu_cuda_gemm_ex(ctypes.byref(call), backend.encode())
-    return rc, lib.mmaemu_cuda_last_error().decode()
+    return list(_C.cuda_run_plan(kernel, M, N, K, PRESETS[preset], fmt_a=fmt[0], fmt_b=fmt[1],
+                                 fast_accum=fast, splits=splits, scheme=scheme, a=0x1000,
+                                 b=0x2000, out=0x3000, scale_a=0x4000, scale_b=0x4004,
+                                 workspace=0x5000 if workspace else 0, stream=0xABC0, device=0))
 """
 
 
@@ -259,11 +242,17 @@ import json
 res = {}
 res["info"] = backends.device_info(0)
 res["checks"] = {k: backends.kernel_check(0, k) for k in ("reference", "cuda:h1", "cuda:h4", "cuda:v4", "cuda:wgmma")}
-res["auto"] = run("auto")
-res["e5m2"] = run("auto", fmt=(1, 0))
-res["ada"] = run("auto", preset="ada")
-res["b200"] = run("auto", preset="b200")
-res["b200_cuda"] = run("cuda", preset="b200")
+res["auto"] = run(choose("auto"))
+res["e5m2"] = run(choose("auto", fmt=(1, 0)), fmt=(1, 0))
+res["ada"] = run(choose("auto", preset="ada"), preset="ada")
+res["b200"] = run(choose("auto", preset="b200"), preset="b200")
+res["b200_cuda"] = run("cuda:h4", preset="b200")
+try:
+    choose("cuda", preset="b200")
+    res["b200_cuda_policy"] = "chosen"
+except mmaemu.BackendUnavailableError as e:
+    res["b200_cuda_policy"] = str(e)
+res["raw_auto"] = run("auto")
 res["split"] = run("cuda:h4", splits=3, scheme=3, K=1000)
 res["split_no_ws"] = run("cuda:h4", splits=3, K=1000, workspace=False)
 res["ref_split_no_ws"] = run("reference", splits=3, K=1000, workspace=False)
@@ -291,6 +280,9 @@ print(json.dumps(res))
     assert launches[2].startswith("launch mmaemu_v4_gemm grid 4 2 1")          # ada
     assert launches[3].startswith("launch mmaemu_reference_gemm")            # b200 (frac 25)
     assert r["b200_cuda"][0] != 0 and "frac <= 16" in r["b200_cuda"][1]
+    assert r["b200_cuda_policy"].startswith("no CUDA kernel can run this GEMM here")
+    # the loader runs the kernel it is named: "auto" is no kernel (the op maps it to reference)
+    assert r["raw_auto"][0] != 0 and "unknown CUDA backend 'auto'" in r["raw_auto"][1]
     # splits: the tiled kernel over grid.z, then the reduction in the scheme's order
     assert launches[4].startswith("launch mmaemu_h4_gemm grid 4 2 3")
     assert launches[5].startswith("launch mmaemu_split_reduce")
@@ -312,7 +304,8 @@ def test_fake_sm90_wgmma_and_sm75(fake_driver, fatbins, tmp_path):
     run_py(PLAN_HELPERS + """
 assert run("cuda:wgmma", M=300, N=130)[0] == 0
 assert run("cuda:wgmma", preset="ada")[0] == 0
-assert run("auto")[0] == 0          # the C-level auto never takes a gated kernel
+assert choose("auto") == "cuda:wgmma"          # trusted on sm_90 once its self-test passed
+assert run("cuda:h4")[0] == 0                  # the IEEE-exact kernels run there too
 assert run("cuda:wgmma", M=64, N=64, fast=0)[0] == 0
 rc, err = run("cuda:wgmma", preset="b200")
 assert rc != 0 and "frac 13, keep 14" in err, err
@@ -326,7 +319,7 @@ assert rc != 0 and "frac 13, keep 14" in err, err
     assert launches[3].startswith("launch mmaemu_wgmma_hopper_gemm grid 1 1 1")   # promotion
     os.unlink(log)
     run_py(PLAN_HELPERS + """
-assert run("auto")[0] == 0 and run("auto", preset="ada")[0] == 0
+assert run(choose("auto"))[0] == 0 and run(choose("auto", preset="ada"), preset="ada")[0] == 0
 rc, err = run("cuda:h4")
 assert rc != 0 and "needs sm_80" in err, err
 """, dict(env, FAKE_CUDA_CC="75"))
@@ -429,7 +422,7 @@ def test_unwritable_cache_dir_costs_only_the_cache(fake_driver, fatbins, tmp_pat
 
 def test_fake_device_round_robin_split_runs_on_the_reference_kernel(fake_driver, fatbins, tmp_path):
     """The ada preset's round-robin split layout: the tiled kernels refuse it by name, and
-    auto takes the reference kernel (no split workspace, no reduction launch)."""
+    the reference kernel computes it (no split workspace, no reduction launch)."""
     log = tmp_path / "log"
     env = {"MMAEMU_LIBCUDA_PATH": str(fake_driver), "MMAEMU_FATBIN_DIR": str(fatbins),
            "MMAEMU_DISABLE_NVRTC": "1", "FAKE_CUDA_LOG": str(log)}
@@ -437,8 +430,8 @@ def test_fake_device_round_robin_split_runs_on_the_reference_kernel(fake_driver,
 PRESETS["ada-rr"] = (16, 13, 14, 8, 0, 64)
 rc, err = run("cuda:v4", preset="ada-rr", splits=3, scheme=2, K=1000)
 assert rc != 0 and "round-robin" in err, err
-assert run("auto", preset="ada-rr", splits=3, scheme=2, K=1000, workspace=False)[0] == 0
-assert run("auto", preset="ada-rr", splits=1, K=1000)[0] == 0
+assert run("reference", preset="ada-rr", splits=3, scheme=2, K=1000, workspace=False)[0] == 0
+assert run(choose("auto", preset="ada-rr"), preset="ada-rr", splits=1, K=1000)[0] == 0
 """, env)
     launches = [l for l in log_lines(log) if l.startswith("launch")]
     assert launches[0].startswith("launch mmaemu_reference_gemm"), launches
