@@ -3,7 +3,8 @@
 #define MMAEMU_SHA256_H
 
 #include <stddef.h>
-#include <stdint.h>
+
+#include "kernels/mmaemu_base.h" /* fixed-width types; refuses fast math */
 
 #pragma GCC visibility push(hidden)
 
