@@ -14,11 +14,10 @@ failure raises CublasLtUnavailable with the reason.
 Enum values below are cuBLASLt's (cublasLt.h, CUDA 12/13); each is named after the constant.
 """
 import ctypes
-import glob
 import os
 import re
-import site
-import sys
+
+from ._cuda_libs import library_candidates
 
 # cudaDataType_t
 CUDA_R_32F, CUDA_R_16F, CUDA_R_16BF = 0, 2, 14
@@ -64,32 +63,9 @@ _LOG_CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_c
 
 
 def candidate_paths():
-    """Where libcublasLt may be: the copy this process already loaded first (torch's)."""
-    paths = []
-    env = os.environ.get("MMAEMU_CUBLASLT_PATH")
-    if env:
-        paths.append(env)
-    try:
-        with open("/proc/self/maps") as f:
-            for line in f:
-                if "libcublasLt" in line:
-                    p = line.split()[-1]
-                    if p not in paths:
-                        paths.append(p)
-    except OSError:
-        pass
-    roots = list(site.getsitepackages()) + [site.getusersitepackages()] + sys.path
-    for root in roots:
-        for pat in ("nvidia/*/lib/libcublasLt.so*", "nvidia/lib/libcublasLt.so*"):
-            for p in sorted(glob.glob(os.path.join(str(root), pat))):
-                if p not in paths:
-                    paths.append(p)
-    for d in ("/usr/local/cuda/lib64", "/usr/lib/x86_64-linux-gnu"):
-        for p in sorted(glob.glob(os.path.join(d, "libcublasLt.so*"))):
-            if p not in paths:
-                paths.append(p)
-    paths.append("libcublasLt.so")
-    return paths
+    """Where libcublasLt may be: MMAEMU_CUBLASLT_PATH, the copy this process already loaded
+    (torch's), then the directories of mmaemu._cuda_libs."""
+    return library_candidates("libcublasLt", "MMAEMU_CUBLASLT_PATH")
 
 
 class CublasLt:

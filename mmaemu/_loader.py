@@ -12,7 +12,8 @@ from . import _C
 from ._cuda_libs import library_dirs
 
 
-def _env(name):
+def env_flag(name):
+    """True when the environment variable is set to anything but "" or "0"."""
     v = os.environ.get(name, "")
     return bool(v) and v != "0"
 
@@ -60,7 +61,7 @@ def nvrtc_compile(module, arch):
 
 def device_count():
     """CUDA devices the driver sees (0 without a driver or with MMAEMU_DISABLE_CUDA=1)."""
-    if _env("MMAEMU_DISABLE_CUDA"):
+    if env_flag("MMAEMU_DISABLE_CUDA"):
         return 0
     return _C.cuda_device_count()
 

@@ -9,10 +9,16 @@ Every backend returns the reference bits; they differ in where they run and how 
   cuda:wgmma   gated: Hopper's FP8 wgmma issued in mmaemu's schedule; compute capability 9.0 only
   cuda:v9/tc3  listed by the guide; not part of this build (see NOT_BUILT)
 
+The kernels and their facts (presets, block, capabilities, gating, exactness) are the C core's
+table (csrc/cuda_kernels.c, mmaemu._C.kernel_table()); KERNELS is a view of it. This module holds
+the policy: the priorities of backend="auto", where gated kernels are trusted, the guide's names
+that are not built, and the user's overrides.
+
 resolve() turns a request ("auto", "cpu", "cuda", "reference", a kernel name, or MMAEMU_BACKEND)
-into the backend to pass to torch.ops.mmaemu.*, with the fallbacks it skipped and the warnings to
-emit. On CPU tensors "auto" is "cpu". On CUDA tensors it takes the preset's highest-priority kernel that loads on the device and
-passed its self-test there. IEEE-exact kernels cannot depend on the GPU, but the self-test still
+into the concrete backend to pass to torch.ops.mmaemu.* (which runs exactly that kernel), with
+the fallbacks it skipped and the warnings to emit. On CPU tensors "auto" is "cpu". On CUDA
+tensors it takes the preset's highest-priority kernel that loads on the device and passed its
+self-test there. IEEE-exact kernels cannot depend on the GPU, but the self-test still
 gates them (it also catches a broken build or driver); gated kernels additionally need the
 device's compute capability to be one where they are trusted, or MMAEMU_ALLOW_GATED_KERNELS=1.
 
@@ -33,7 +39,8 @@ import torch
 
 from . import _C
 from ._loader import (cache_dir, device_count, device_info, driver_status,  # noqa: F401
-                      kernel_check, kernel_dir as _kernel_dir, nvrtc_compile, nvrtc_status)
+                      env_flag as _env, kernel_check, kernel_dir as _kernel_dir, nvrtc_compile,
+                      nvrtc_status)
 from .errors import BackendFallbackWarning, BackendUnavailableError
 
 # --------------------------------------------------------------------------------------------
@@ -78,11 +85,6 @@ BACKEND_NAMES = ("auto", "reference", "cpu", "cuda") + tuple(k for k in KERNELS 
 Resolution = collections.namedtuple("Resolution", "backend fallbacks warnings")
 
 _FP8 = {torch.float8_e4m3fn: "e4m3", torch.float8_e5m2: "e5m2"}
-
-
-def _env(name):
-    v = os.environ.get(name, "")
-    return bool(v) and v != "0"
 
 
 # --------------------------------------------------------------------------------------------

@@ -24,11 +24,11 @@ this on the device with exactly representable integers before any result is inte
 import ctypes
 import glob
 import os
-import site
-import sys
 
 import numpy as np
 import torch
+
+from mmaemu._cuda_libs import library_candidates
 
 FORMATS = {"e4m3": "e4m3", "e5m2": "e5m2"}
 
@@ -138,21 +138,8 @@ class RawMmaUnavailable(RuntimeError):
 
 
 def _find_lib(stem, env):
-    paths = []
-    if os.environ.get(env):
-        paths.append(os.environ[env])
-    roots = list(site.getsitepackages()) + [site.getusersitepackages()] + sys.path
-    for root in roots:
-        for pat in (f"nvidia/*/lib/{stem}.so*", f"nvidia/lib/{stem}.so*", f"torch/lib/{stem}*.so*"):
-            paths += sorted(glob.glob(os.path.join(str(root), pat)))
-    for d in ("/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib",
-              "/usr/lib/x86_64-linux-gnu"):
-        paths += sorted(glob.glob(os.path.join(d, f"{stem}.so*")))
-    paths += [f"{stem}.so.13", f"{stem}.so.12", f"{stem}.so"]
     errors = []
-    for p in paths:
-        if "builtins" in p or "alt" in os.path.basename(p):
-            continue
+    for p in library_candidates(stem, env):
         try:
             return ctypes.CDLL(p), p
         except OSError as e:

@@ -65,7 +65,7 @@ def fake_driver(tmp_path_factory):
 
 
 def source_hash(module):
-    """The stamp setup.py writes beside a fatbin (and cuda_backend.c recomputes)."""
+    """The stamp setup.py writes beside a fatbin (and csrc/cuda_modules.c recomputes)."""
     names = [module + ".cu"] + sorted(n for n in os.listdir(KERNELS)
                                       if n.startswith("mmaemu_") and n.endswith(".h"))
     h = hashlib.sha256()
