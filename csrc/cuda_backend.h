@@ -64,7 +64,8 @@ int mmaemu_cuda_kernel_block(const mm_cuda_kernel* k);
  * the cache directory (NVRTC cubins go to its cubin/), and the directories that may hold
  * libnvrtc (searched in order after MMAEMU_NVRTC_PATH and a copy already loaded). Call before
  * the first GEMM; later calls change only what has not been loaded yet. MM_OK, or
- * MM_ERR_ARGUMENT for a name too long or too many directories. */
+ * MM_ERR_ARGUMENT for a directory name too long (library directories too long, or past the
+ * first 64, are skipped). */
 int mmaemu_cuda_configure(const char* kernel_dir, const char* fatbin_dir, const char* cache_dir,
                           const char* const* library_dirs, int n_library_dirs);
 

@@ -101,7 +101,7 @@ static int load_image(const mm_cu_device* d, const void* image, CUmodule* mod, c
     return MM_OK;
 }
 
-/* Loads a module on a device (dev_lock held): the shipped fatbin when it matches the sources,
+/* Loads a module on a device (mm_cu_dev_lock held): the shipped fatbin when it matches the sources,
  * else NVRTC (cubin cache first). */
 int mm_cu_module_get(mm_cu_device* d, int mod) {
     mm_cu_module* m = &d->mods[mod];

@@ -17,16 +17,16 @@
 /* --fmad=false keeps every fp32 a*b+c of the shared headers two IEEE operations, as in C. */
 const char* const mm_cu_nvrtc_options[MM_CU_NVRTC_OPTIONS] = {"--fmad=false", "--std=c++17", "-DMMAEMU_NVRTC=1"};
 
-enum { MAX_DIRS = 32, DIR_LEN = 1024 };
+/* The caller's directories, in order: the first MAX_DIRS that fit (a machine with more has its
+ * NVRTC among the first: mmaemu/_cuda_libs.py lists the most specific places first). */
+enum { MAX_DIRS = 64, DIR_LEN = 1024 };
 static char dirs[MAX_DIRS][DIR_LEN];
 static int n_dirs = 0;
 
 int mm_cu_nvrtc_set_dirs(const char* const* list, int n) {
-    if (n < 0 || n > MAX_DIRS) return mm_cu_fail(MM_ERR_ARGUMENT, "at most %d library directories", MAX_DIRS);
-    for (int i = 0; i < n; i++)
-        if (!list[i] || strlen(list[i]) >= DIR_LEN) return mm_cu_fail(MM_ERR_ARGUMENT, "library directory %d too long", i);
-    for (int i = 0; i < n; i++) snprintf(dirs[i], DIR_LEN, "%s", list[i]);
-    n_dirs = n;
+    n_dirs = 0;
+    for (int i = 0; i < n && n_dirs < MAX_DIRS; i++)
+        if (list[i] && strlen(list[i]) < DIR_LEN) snprintf(dirs[n_dirs++], DIR_LEN, "%s", list[i]);
     return MM_OK;
 }
 
