@@ -99,7 +99,9 @@ void host_reference(mm_gemm g, const at::Tensor& a, const at::Tensor& b, const S
 
 // PyTorch's current stream on a CUDA device, through c10's device-generic interface (libc10, so
 // nothing links CUDA): the stream the caller's work is ordered on, the capture stream while a
-// CUDA graph is captured. Stream::id() is not the handle for pooled streams; native_handle() is.
+// CUDA graph is captured. Stream::id() is not the handle for pooled streams; native_handle() is
+// (CUDAGuardImpl::getStreamNativeHandle returns CUDAStream(s).stream(): torch 2.13's headers;
+// not yet run on a GPU).
 void* current_cuda_stream(c10::Device device) {
   const c10::impl::DeviceGuardImplInterface* impl =
       c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA);
