@@ -17,7 +17,10 @@ import ctypes
 import os
 import re
 
-from ._cuda_libs import library_candidates
+try:
+    from ._cuda_libs import library_candidates
+except ImportError:  # loaded from its file without the package (scripts/_hwcommon.py)
+    from mmaemu_cuda_libs_standalone import library_candidates
 
 # cudaDataType_t
 CUDA_R_32F, CUDA_R_16F, CUDA_R_16BF = 0, 2, 14

@@ -28,7 +28,9 @@ import os
 import numpy as np
 import torch
 
-from mmaemu._cuda_libs import library_candidates
+from _hwcommon import load_standalone
+
+library_candidates = load_standalone("_cuda_libs").library_candidates
 
 FORMATS = {"e4m3": "e4m3", "e5m2": "e5m2"}
 
