@@ -20,7 +20,19 @@ from setuptools.command.build_py import build_py
 from torch.utils.cpp_extension import BuildExtension, CppExtension
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
-C_FLAGS = ["-std=c11", "-O3", "-fPIC", "-ffp-contract=off", "-fno-fast-math", "-Wall", "-Wextra"]
+
+
+def exact_flags(lang):
+    """The flags the bits depend on for lang ("c", "cxx", "cuda"), from csrc/flags.txt."""
+    with open(os.path.join(ROOT, "csrc", "flags.txt")) as f:
+        for line in f:
+            name, sep, flags = line.partition(":")
+            if sep and not name.startswith("#") and name.strip() == lang:
+                return flags.split()
+    raise KeyError(f"csrc/flags.txt has no '{lang}' line")
+
+
+C_FLAGS = exact_flags("c") + ["-O3", "-fPIC", "-Wall", "-Wextra"]
 
 
 KERNEL_DIR = os.path.join(ROOT, "csrc", "kernels")
@@ -37,7 +49,7 @@ FATBIN_MODULES = {
 
 
 def kernel_source_hash(module):
-    """SHA-256 over (name, length, bytes) of module.cu and every mmaemu_*.h, as cuda_backend.c
+    """SHA-256 over (name, length, bytes) of module.cu and every mmaemu_*.h, as cuda_modules.c
     computes it: a fatbin whose stamp differs from the sources is not loaded."""
     names = [module + ".cu"] + sorted(os.path.basename(p)
                                       for p in glob.glob(os.path.join(KERNEL_DIR, "mmaemu_*.h")))
@@ -85,7 +97,7 @@ def build_kernels(package_dir):
             shutil.copy2(carried, target)
             shutil.copy2(carried + ".sha256", target + ".sha256")
             continue
-        cmd = [nvcc, "-fatbin", "--fmad=false", "-O3", "-std=c++17", "-I", KERNEL_DIR, *gencode,
+        cmd = [nvcc, "-fatbin", *exact_flags("cuda"), "-O3", "-std=c++17", "-I", KERNEL_DIR, *gencode,
                "--threads", os.environ.get("MAX_JOBS", "1"),
                "-o", target, os.path.join(KERNEL_DIR, module + ".cu")]
         print("mmaemu:", " ".join(cmd))
@@ -145,7 +157,7 @@ class BuildPyWithTables(build_py):
         self.copy_tree(os.path.join(ROOT, "tables"), dest)
 
 
-sources = sorted(glob.glob("csrc/*.c")) + ["csrc/torch_ops.cpp"]
+sources = sorted(glob.glob("csrc/*.c")) + sorted(glob.glob("csrc/*.cpp"))
 
 setup(
     name="mmaemu",
@@ -158,7 +170,7 @@ setup(
             "mmaemu._C",
             sources,
             include_dirs=[os.path.join(ROOT, "csrc")],
-            extra_compile_args={"cxx": ["-O2", "-ffp-contract=off"], "c": []},
+            extra_compile_args={"cxx": ["-O2", *exact_flags("cxx")], "c": []},
             extra_link_args=["-ldl", "-pthread"],  # the CUDA loader: dlopen, pthread_once
         )
     ],

@@ -1,17 +1,17 @@
 /* cuda_backend.h: the CUDA side of the C core, reached through the driver API at run time.
  *
- * Nothing here links against CUDA: the extension builds against CPU-only torch. At the first
- * use, cuda_backend.c dlopens libcuda.so.1 (or MMAEMU_LIBCUDA_PATH), uses the primary context of
- * the tensors' device (the one PyTorch uses) and launches on PyTorch's current stream. Kernels
- * come from the fatbins shipped in mmaemu/_fatbin, else from the shipped sources compiled by
- * NVRTC (cubins cached under MMAEMU_CACHE_DIR). MMAEMU_DISABLE_CUDA=1: never touch the driver.
+ * Nothing here links against CUDA or calls into PyTorch: the extension builds against CPU-only
+ * torch. At the first use the loader dlopens libcuda.so.1 (or MMAEMU_LIBCUDA_PATH), uses the
+ * primary context of the tensors' device (the one PyTorch uses) and launches on the stream the
+ * caller passes (torch_ops.cpp passes PyTorch's current stream). Kernels come from the fatbins
+ * shipped with the package, else from the shipped sources compiled by NVRTC (cubins cached
+ * under MMAEMU_CACHE_DIR); where those are and where NVRTC may be is told by the caller
+ * (mmaemu_cuda_configure, done by mmaemu/_loader.py). MMAEMU_DISABLE_CUDA=1: never touch the
+ * driver.
  *
- * Backend names: "reference" (mm_gemm_element, one thread per element: every format, preset and
- * plan), "cuda:h1", "cuda:h4" (IEEE-exact, 32-product blocks: the hopper preset), "cuda:v1",
- * "cuda:v4" (IEEE-exact, 16-product blocks: the ada preset), "cuda:wgmma" (gated tensor-core
- * kernel, compute capability 9.0 only), and "auto" / "cuda": the fastest IEEE-exact kernel that
- * accepts the plan and loads ("auto" ends at "reference"). Gated kernels run only when named:
- * their self-tests live in mmaemu/backends.py. */
+ * The kernels are the entries of one table (mmaemu_cuda_kernel_at): every function here takes
+ * a concrete kernel name from it and runs exactly that kernel; which kernel to use is the
+ * caller's policy (mmaemu/backends.py). */
 #ifndef MMAEMU_CUDA_BACKEND_H
 #define MMAEMU_CUDA_BACKEND_H
 
@@ -21,6 +21,56 @@
 extern "C" {
 #endif
 
+/* ---- The kernel table ---------------------------------------------------------------------- */
+
+enum { MM_KERNEL_REFERENCE = 0, MM_KERNEL_TILED = 1, MM_KERNEL_WGMMA = 2 };
+enum { MM_KERNEL_MAX_PRESETS = 4 };
+
+/* The device functions of a kernel, by block size and accumulation mode. A NULL *_fast
+ * function: the precise one computes both modes. The reference kernel's block32 function
+ * computes every block size. */
+typedef struct {
+    const char* block32;
+    const char* block16;
+    const char* block32_fast;
+    const char* block16_fast;
+} mm_kernel_functions;
+
+typedef struct {
+    const char* name;                             /* "cuda:h4": the backend name */
+    const char* module;                           /* the kernel source: "reference", "ieee", "wgmma" */
+    int kind;                                     /* MM_KERNEL_* */
+    const char* presets[MM_KERNEL_MAX_PRESETS];   /* the presets it implements (NULL-terminated) */
+    int min_cc;                                   /* oldest compute capability (75 = sm_75) */
+    int only_cc;                                  /* the one compute capability it runs on, or 0 */
+    int gated;                                    /* 1: not exact by construction, self-tested */
+    int exact;                                    /* 1: IEEE-exact on every GPU */
+    int tile;                                     /* output tile edge (0: one thread per element) */
+    int smem_bytes;                               /* dynamic shared memory per block */
+    mm_kernel_functions functions;
+    const char* description;
+} mm_cuda_kernel;
+
+/* Number of kernels, and kernel i of the table (NULL when out of range). */
+int mmaemu_cuda_kernel_count(void);
+const mm_cuda_kernel* mmaemu_cuda_kernel_at(int i);
+
+/* The block size a kernel is limited to (32 or 16), or 0 when it takes the preset's. */
+int mmaemu_cuda_kernel_block(const mm_cuda_kernel* k);
+
+/* ---- Configuration ------------------------------------------------------------------------- */
+
+/* Where the shipped kernel sources (*.cu, mmaemu_*.h) and fatbins (*.fatbin + .sha256) are,
+ * the cache directory (NVRTC cubins go to its cubin/), and the directories that may hold
+ * libnvrtc (searched in order after MMAEMU_NVRTC_PATH and a copy already loaded). Call before
+ * the first GEMM; later calls change only what has not been loaded yet. MM_OK, or
+ * MM_ERR_ARGUMENT for a directory name too long (library directories too long, or past the
+ * first 64, are skipped). */
+int mmaemu_cuda_configure(const char* kernel_dir, const char* fatbin_dir, const char* cache_dir,
+                          const char* const* library_dirs, int n_library_dirs);
+
+/* ---- GEMMs --------------------------------------------------------------------------------- */
+
 /* One GEMM on a CUDA device. */
 typedef struct {
     mm_gemm g;                 /* device pointers; g.scale_* are used where the pointers are NULL */
@@ -28,34 +78,26 @@ typedef struct {
     const float* scale_b;
     const float* scale_result;
     void* workspace;           /* mmaemu_cuda_workspace_bytes() bytes of device memory, or NULL */
-    void* stream;              /* CUstream to launch on, or NULL: PyTorch's current stream */
+    void* stream;              /* CUstream to launch on (NULL: the legacy default stream) */
     int device;                /* CUDA device ordinal (torch's device index) */
 } mm_cuda_call;
 
-/* Runs call->g on the device with the named backend. MM_OK, or an error code with the reason in
+/* Runs call->g on the device with the named kernel. MM_OK, or an error code with the reason in
  * mmaemu_cuda_last_error(); MM_ERR_UNAVAILABLE means no launch happened (no driver, kernel not
- * loadable or not applicable to this plan). */
-int mmaemu_cuda_gemm_ex(const mm_cuda_call* call, const char* backend);
+ * loadable or not applicable to this plan); MM_ERR_ARGUMENT for a name not in the table. */
+int mmaemu_cuda_gemm_ex(const mm_cuda_call* call, const char* kernel);
 
-/* Device workspace the backend needs for g (split partials), in bytes (0 if none). */
-int mmaemu_cuda_workspace_bytes(const mm_gemm* g, const char* backend, int device, int64_t* bytes);
-
-/* The backend that "auto" / "cuda" / a kernel name resolves to for g on the device, loading its
- * module if needed. Writes the name (e.g. "cuda:h4") to name. */
-int mmaemu_cuda_resolve(const mm_gemm* g, const char* backend, int device, char* name, int n);
-
-/* The original entry point: scales taken from g, PyTorch's current stream, no workspace (split
- * plans then need the "reference" kernel). */
-int mmaemu_cuda_gemm(const mm_gemm* g, const char* backend, int device);
+/* Device workspace the kernel needs for g (split partials), in bytes (0 if none), loading its
+ * module if needed: MM_OK when the kernel can run g on the device. */
+int mmaemu_cuda_workspace_bytes(const mm_gemm* g, const char* kernel, int device, int64_t* bytes);
 
 /* The last CUDA error of this thread, in words. */
 const char* mmaemu_cuda_last_error(void);
 
+/* ---- The driver and devices ---------------------------------------------------------------- */
+
 /* One line on the loader's state (driver found or why not). */
 const char* mmaemu_cuda_status(void);
-
-/* 1 when the driver loaded and initialised (loads it on first call). */
-int mmaemu_cuda_driver_ok(void);
 
 /* Number of CUDA devices the driver sees (0 without a driver). */
 int mmaemu_cuda_device_count(void);
@@ -68,6 +110,8 @@ int mmaemu_cuda_device_info(int device, char* name, int name_len, int* cc_major,
 /* Whether a kernel ("reference", "cuda:h4", ...) can run on the device: MM_OK once its module is
  * loaded; detail says how ("fatbin sm_90", "NVRTC sm_89 (cached)") or why not. */
 int mmaemu_cuda_kernel_check(int device, const char* kernel, char* detail, int n);
+
+/* ---- NVRTC --------------------------------------------------------------------------------- */
 
 /* Compiles one shipped kernel source ("reference", "ieee", "wgmma") with NVRTC for an
  * architecture ("sm_89", "sm_90a", "compute_90"), without a driver or GPU. MM_OK with the image

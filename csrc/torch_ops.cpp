@@ -4,10 +4,10 @@
 // (mmaemu/api.py) validates arguments exactly as torch._scaled_mm does and picks the profile,
 // split and backend; these kernels re-check what they rely on so that a direct
 // torch.ops.mmaemu.* call can never read out of bounds.
-#include <Python.h>
 #include <torch/library.h>
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <atomic>
 #include <string>
@@ -98,11 +98,36 @@ void host_reference(mm_gemm g, const at::Tensor& a, const at::Tensor& b, const S
   out.copy_(oc);
 }
 
-// CUDA tensors: the named kernel (or the loader's choice for "auto"/"cuda") on PyTorch's current
-// stream, with a workspace tensor for split partials; see cuda_backend.h.
+// PyTorch's current stream on a CUDA device, through c10's device-generic interface (libc10, so
+// nothing links CUDA): the stream the caller's work is ordered on, the capture stream while a
+// CUDA graph is captured. Stream::id() is not the handle for pooled streams; native_handle() is
+// (CUDAGuardImpl::getStreamNativeHandle returns CUDAStream(s).stream(): torch 2.13's headers;
+// not yet run on a GPU).
+void* current_cuda_stream(c10::Device device) {
+  const c10::impl::DeviceGuardImplInterface* impl =
+      c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA);
+  return impl->getStream(device).native_handle();
+}
+
+// The kernel a backend argument names on CUDA tensors. The op runs the kernel it is given:
+// choosing one by priority, gates and self-tests is mmaemu.backends.resolve()'s policy. The
+// schema default "auto" (a raw torch.ops.mmaemu call) means the reference kernel, the one that
+// computes every plan and is not gated; "cuda" is a request for that policy, not a kernel.
+std::string cuda_kernel(const std::string& backend) {
+  if (backend == "auto") return "reference";
+  TORCH_CHECK(backend != "cuda" && backend != "cpu", "mmaemu: backend '", backend,
+              "' names no kernel on CUDA tensors; pass a kernel (reference, cuda:h1, cuda:h4, "
+              "cuda:v1, cuda:v4, cuda:wgmma) or call mmaemu.scaled_mm, which picks one");
+  return backend;
+}
+
+// CUDA tensors: the named kernel on PyTorch's current stream, with a workspace tensor for split
+// partials; see cuda_backend.h. The reference kernel falls back to the host when no CUDA kernel
+// can be loaded here (no driver, no usable fatbin and no NVRTC, MMAEMU_DISABLE_CUDA=1).
 void run_cuda(const mm_gemm& g, const std::string& backend, const at::Tensor& a,
               const at::Tensor& b, const Scales& s, const float* sa, const float* sb,
               const float* sr, at::Tensor& out) {
+  const std::string kernel = cuda_kernel(backend);
   const int device = out.device().index();
   mm_cuda_call call = {};
   call.g = g;
@@ -110,20 +135,19 @@ void run_cuda(const mm_gemm& g, const std::string& backend, const at::Tensor& a,
   call.scale_a = sa;
   call.scale_b = sb;
   call.scale_result = sr;
-  char name[64] = "";
-  int rc = mmaemu_cuda_resolve(&call.g, backend.c_str(), device, name, sizeof name);
+  int64_t bytes = 0;
+  int rc = mmaemu_cuda_workspace_bytes(&call.g, kernel.c_str(), device, &bytes);
   at::Tensor workspace;
   if (rc == MM_OK) {
-    int64_t bytes = 0;
-    rc = mmaemu_cuda_workspace_bytes(&call.g, name, device, &bytes);
-    if (rc == MM_OK && bytes > 0) {
+    if (bytes > 0) {
       workspace = at::empty({bytes / 4}, out.options().dtype(at::kFloat));
       call.workspace = workspace.data_ptr();
     }
-    if (rc == MM_OK) rc = mmaemu_cuda_gemm_ex(&call, name);
+    call.stream = current_cuda_stream(out.device());
+    rc = mmaemu_cuda_gemm_ex(&call, kernel.c_str());
   }
   if (rc == MM_OK) return;
-  if (rc == MM_ERR_UNAVAILABLE && (backend == "reference" || backend == "auto")) {
+  if (rc == MM_ERR_UNAVAILABLE && kernel == "reference") {
     if (backend == "auto") {
       TORCH_WARN_ONCE("mmaemu: no CUDA kernel could run (", mmaemu_cuda_last_error(),
                       "); computing the reference model on the CPU instead");
@@ -418,56 +442,3 @@ TORCH_LIBRARY_IMPL(mmaemu, CUDA, m) {
   m.impl("accumulate", &accumulate);
   m.impl("scaled_mm_tiles", &scaled_mm_tiles);
 }
-
-// The Python module mmaemu._C: importing it runs the registrations above. Its functions are
-// small queries the Python layer needs outside of any op.
-static PyObject* py_cpu_flushes_denormals(PyObject*, PyObject*) {
-  return PyBool_FromLong(mmaemu_cpu_flushes_denormals());
-}
-
-static PyObject* py_cuda_status(PyObject*, PyObject*) {
-  return PyUnicode_FromString(mmaemu_cuda_status());
-}
-
-static PyObject* py_cpu_simd_paths(PyObject*, PyObject*) {
-  return PyUnicode_FromString(mmaemu_cpu_simd_paths());
-}
-
-static PyObject* py_cpu_simd_choice(PyObject*, PyObject*) {
-  return PyUnicode_FromString(mmaemu_cpu_simd_choice());
-}
-
-// The arithmetic of a named preset, as the ops compute it (mmaemu_presets.h): the one source of
-// these numbers for mmaemu.get_preset() and the tests. promote_k = k per promotion interval.
-static PyObject* py_preset(PyObject*, PyObject* arg) {
-  const char* name = PyUnicode_AsUTF8(arg);
-  if (!name) return nullptr;
-  const int id = mmaemu_preset_id(name);
-  if (id < 0) {
-    PyErr_Format(PyExc_KeyError, "unknown preset '%s'", name);
-    return nullptr;
-  }
-  const mm_preset p = mm_preset_get(id);
-  return Py_BuildValue("{s:i,s:i,s:i,s:i,s:i,s:i,s:i}", "id", id, "block", (int)p.block,
-                       "frac", (int)p.frac, "keep", (int)p.keep,
-                       "promote_k", (int)(p.block * p.promote_blocks), "c_late", (int)p.c_late,
-                       "split_rr_tile", (int)p.split_rr_tile);
-}
-
-static PyMethodDef methods[] = {
-    {"cpu_flushes_denormals", py_cpu_flushes_denormals, METH_NOARGS,
-     "True when this thread's CPU flushes fp32 subnormals to zero."},
-    {"cuda_status", py_cuda_status, METH_NOARGS,
-     "One line on the CUDA driver loader's state."},
-    {"cpu_simd_paths", py_cpu_simd_paths, METH_NOARGS,
-     "The SIMD paths of the cpu backend this CPU can run, comma-separated (MMAEMU_CPU_SIMD)."},
-    {"cpu_simd_choice", py_cpu_simd_choice, METH_NOARGS,
-     "Which SIMD path the cpu backend runs and why (auto: the speeds it measured here)."},
-    {"preset", py_preset, METH_O,
-     "preset(name) -> dict: id, block, frac, keep, promote_k, c_late, split_rr_tile of the named "
-     "preset as the ops compute it (KeyError for an unknown name)."},
-    {nullptr, nullptr, 0, nullptr}};
-
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_C", nullptr, -1, methods};
-
-PyMODINIT_FUNC PyInit__C(void) { return PyModule_Create(&module); }

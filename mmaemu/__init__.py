@@ -2,6 +2,7 @@
 import torch  # noqa: F401  (loads libtorch before the extension)
 
 from . import _C  # noqa: F401  (registers torch.ops.mmaemu.*)
+from . import _loader  # noqa: F401  (tells the C loader where kernels, its cache and NVRTC are)
 from . import _meta  # noqa: F401  (fake kernels for torch.compile)
 from .errors import (BackendFallbackWarning, BackendUnavailableError, ExperimentalPresetWarning,
                      MmaemuError, ReferenceRejectsError, SplitKUnknownError,

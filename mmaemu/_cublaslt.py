@@ -14,11 +14,13 @@ failure raises CublasLtUnavailable with the reason.
 Enum values below are cuBLASLt's (cublasLt.h, CUDA 12/13); each is named after the constant.
 """
 import ctypes
-import glob
 import os
 import re
-import site
-import sys
+
+try:
+    from ._cuda_libs import library_candidates
+except ImportError:  # loaded from its file without the package (mmaemu_tools/_hwcommon.py)
+    from mmaemu_cuda_libs_standalone import library_candidates
 
 # cudaDataType_t
 CUDA_R_32F, CUDA_R_16F, CUDA_R_16BF = 0, 2, 14
@@ -63,42 +65,10 @@ class _HeuristicResult(ctypes.Structure):
 _LOG_CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p)
 
 
-def library_paths(stem, env):
-    """Where a CUDA library ("libcublasLt", "libnvrtc") may be, best first: $env, the copy this
-    process already loaded (torch's), the pip wheels' (nvidia/*/lib, torch/lib), the CUDA
-    toolkit's and the system's, then the bare sonames for the dynamic loader's own search.
-    Shared with the GPU tools (mmaemu_tools/_rawmma.py finds NVRTC with it)."""
-    paths = []
-
-    def add(p):
-        if p not in paths:
-            paths.append(p)
-    if os.environ.get(env):
-        add(os.environ[env])
-    try:
-        with open("/proc/self/maps") as f:
-            for line in f:
-                if f"/{stem}.so" in line:
-                    add(line.split()[-1])
-    except OSError:
-        pass
-    roots = list(site.getsitepackages()) + [site.getusersitepackages()] + sys.path
-    for root in roots:
-        for pat in (f"nvidia/*/lib/{stem}.so*", f"nvidia/lib/{stem}.so*", f"torch/lib/{stem}*.so*"):
-            for p in sorted(glob.glob(os.path.join(str(root), pat))):
-                add(p)
-    for d in ("/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib",
-              "/usr/lib/x86_64-linux-gnu"):
-        for p in sorted(glob.glob(os.path.join(d, f"{stem}.so*"))):
-            add(p)
-    for soname in (f"{stem}.so.13", f"{stem}.so.12", f"{stem}.so"):
-        add(soname)
-    return paths
-
-
 def candidate_paths():
-    """Where libcublasLt may be: the copy this process already loaded first (torch's)."""
-    return library_paths("libcublasLt", "MMAEMU_CUBLASLT_PATH")
+    """Where libcublasLt may be: MMAEMU_CUBLASLT_PATH, the copy this process already loaded
+    (torch's), then the directories of mmaemu._cuda_libs."""
+    return library_candidates("libcublasLt", "MMAEMU_CUBLASLT_PATH")
 
 
 class CublasLt:

@@ -9,10 +9,16 @@ Every backend returns the reference bits; they differ in where they run and how 
   cuda:wgmma   gated: Hopper's FP8 wgmma issued in mmaemu's schedule; compute capability 9.0 only
   cuda:v9/tc3  listed by the guide; not part of this build (see NOT_BUILT)
 
+The kernels and their facts (presets, block, capabilities, gating, exactness) are the C core's
+table (csrc/cuda_kernels.c, mmaemu._C.kernel_table()); KERNELS is a view of it. This module holds
+the policy: the priorities of backend="auto", where gated kernels are trusted, the guide's names
+that are not built, and the user's overrides.
+
 resolve() turns a request ("auto", "cpu", "cuda", "reference", a kernel name, or MMAEMU_BACKEND)
-into the backend to pass to torch.ops.mmaemu.*, with the fallbacks it skipped and the warnings to
-emit. On CPU tensors "auto" is "cpu". On CUDA tensors it takes the preset's highest-priority kernel that loads on the device and
-passed its self-test there. IEEE-exact kernels cannot depend on the GPU, but the self-test still
+into the concrete backend to pass to torch.ops.mmaemu.* (which runs exactly that kernel), with
+the fallbacks it skipped and the warnings to emit. On CPU tensors "auto" is "cpu". On CUDA
+tensors it takes the preset's highest-priority kernel that loads on the device and passed its
+self-test there. IEEE-exact kernels cannot depend on the GPU, but the self-test still
 gates them (it also catches a broken build or driver); gated kernels additionally need the
 device's compute capability to be one where they are trusted, or MMAEMU_ALLOW_GATED_KERNELS=1.
 
@@ -22,36 +28,37 @@ info` prints are diagnostics.py. Both read the registry here, and their public n
 from this module too.
 """
 import collections
-import ctypes
 import os
-import threading
 import warnings
 
 import torch
 
 from . import _C
+from ._loader import (cache_dir, device_count, device_info, driver_status,  # noqa: F401
+                      env_flag as _env, kernel_check, kernel_dir as _kernel_dir, nvrtc_compile,
+                      nvrtc_status)
 from .errors import BackendFallbackWarning, BackendUnavailableError
 
 # --------------------------------------------------------------------------------------------
-# The registry
+# The registry: a view of the C core's kernel table (csrc/cuda_kernels.c), plus policy
 
 Kernel = collections.namedtuple(
     "Kernel", "name presets block min_cc only_cc gated auto_ccs exact description")
 
-KERNELS = collections.OrderedDict((k.name, k) for k in [
-    Kernel("reference", ("hopper", "ada", "b200"), None, 0, None, False, None, True,
-           "the scalar C model: every format, preset and split plan; on the tensors' device"),
-    Kernel("cuda:h1", ("hopper",), 32, 75, None, False, None, True,
-           "IEEE-exact tiled kernel (register-prefetched loads), hopper preset, E4M3 x E4M3"),
-    Kernel("cuda:h4", ("hopper",), 32, 80, None, False, None, True,
-           "IEEE-exact tiled kernel (cp.async pipeline, packed exponents), hopper preset, E4M3 x E4M3"),
-    Kernel("cuda:v1", ("ada",), 16, 75, None, False, None, True,
-           "IEEE-exact tiled kernel (register-prefetched loads), ada preset, E4M3 x E4M3"),
-    Kernel("cuda:v4", ("ada",), 16, 80, None, False, None, True,
-           "IEEE-exact tiled kernel (cp.async pipeline, packed exponents), ada preset, E4M3 x E4M3"),
-    Kernel("cuda:wgmma", ("hopper", "ada"), None, 90, 90, True, (90,), False,
-           "gated tensor-core kernel: FP8 wgmma in mmaemu's schedule (sm_90a), E4M3 x E4M3"),
-])
+# Policy: the compute capabilities on which backend="auto" may take a gated kernel (after its
+# self-test there); elsewhere only MMAEMU_ALLOW_GATED_KERNELS=1 allows it. cuda:wgmma runs on
+# sm_90 only (the table's only_cc): its schedule was written for Hopper's wgmma (inferred).
+GATE_TRUSTED_CCS = {"cuda:wgmma": (90,)}
+
+
+def _kernel(entry):
+    gated = entry["gated"]
+    return Kernel(entry["name"], tuple(entry["presets"]), entry["block"], entry["min_cc"],
+                  entry["only_cc"], gated, GATE_TRUSTED_CCS.get(entry["name"], ()) if gated else None,
+                  entry["exact"], entry["description"])
+
+
+KERNELS = collections.OrderedDict((e["name"], _kernel(e)) for e in _C.kernel_table())
 
 # Named by the guide, not part of this build.
 NOT_BUILT = collections.OrderedDict([
@@ -74,102 +81,6 @@ BACKEND_NAMES = ("auto", "reference", "cpu", "cuda") + tuple(k for k in KERNELS 
 Resolution = collections.namedtuple("Resolution", "backend fallbacks warnings")
 
 _FP8 = {torch.float8_e4m3fn: "e4m3", torch.float8_e5m2: "e5m2"}
-
-
-def _env(name):
-    v = os.environ.get(name, "")
-    return bool(v) and v != "0"
-
-
-# --------------------------------------------------------------------------------------------
-# The C loader (csrc/cuda_backend.c), through ctypes on the already-loaded extension
-
-_lib_lock = threading.Lock()
-_lib = None
-
-
-def _c():
-    global _lib
-    with _lib_lock:
-        if _lib is None:
-            lib = ctypes.CDLL(_C.__file__)
-            lib.mmaemu_cuda_status.restype = ctypes.c_char_p
-            lib.mmaemu_cuda_last_error.restype = ctypes.c_char_p
-            lib.mmaemu_cuda_nvrtc_status.restype = ctypes.c_char_p
-            lib.mmaemu_cuda_nvrtc_status.argtypes = [ctypes.POINTER(ctypes.c_int)]
-            lib.mmaemu_cuda_device_info.argtypes = [
-                ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(ctypes.c_int),
-                ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int),
-                ctypes.POINTER(ctypes.c_int), ctypes.c_char_p]
-            lib.mmaemu_cuda_kernel_check.argtypes = [ctypes.c_int, ctypes.c_char_p,
-                                                     ctypes.c_char_p, ctypes.c_int]
-            lib.mmaemu_cuda_nvrtc_compile.argtypes = [ctypes.c_char_p, ctypes.c_char_p,
-                                                      ctypes.c_char_p, ctypes.c_int,
-                                                      ctypes.POINTER(ctypes.c_int64)]
-            _lib = lib
-    return _lib
-
-
-def driver_status():
-    """One line: the driver the loader found, or why there is none."""
-    return _c().mmaemu_cuda_status().decode()
-
-
-def nvrtc_status():
-    """(line, version): where NVRTC was found (or why not), and its version (e.g. 13000)."""
-    v = ctypes.c_int(0)
-    line = _c().mmaemu_cuda_nvrtc_status(ctypes.byref(v)).decode()
-    return line, v.value
-
-
-def nvrtc_compile(module, arch):
-    """Compiles a shipped kernel source ("reference", "ieee", "wgmma") for `arch` with NVRTC
-    (no GPU needed). Returns (ok, image bytes, detail: NVRTC's location or its log)."""
-    buf = ctypes.create_string_buffer(16384)
-    n = ctypes.c_int64(0)
-    rc = _c().mmaemu_cuda_nvrtc_compile(module.encode(), arch.encode(), buf, len(buf), ctypes.byref(n))
-    return rc == 0, n.value, buf.value.decode(errors="replace")
-
-
-def device_count():
-    """CUDA devices the driver sees (0 without a driver or with MMAEMU_DISABLE_CUDA=1)."""
-    if _env("MMAEMU_DISABLE_CUDA"):
-        return 0
-    return int(_c().mmaemu_cuda_device_count())
-
-
-_info_cache = {}
-
-
-def device_info(device=0):
-    """Name, compute capability, SMs, driver version and UUID of a CUDA device, or None."""
-    if device in _info_cache:
-        return _info_cache[device]
-    name = ctypes.create_string_buffer(256)
-    uuid = ctypes.create_string_buffer(33)
-    major, minor, sms, drv = (ctypes.c_int(0) for _ in range(4))
-    rc = _c().mmaemu_cuda_device_info(device, name, 256, ctypes.byref(major), ctypes.byref(minor),
-                                      ctypes.byref(sms), ctypes.byref(drv), uuid)
-    info = None
-    if rc == 0:
-        info = {"index": device, "name": name.value.decode(), "cc": major.value * 10 + minor.value,
-                "capability": (major.value, minor.value), "sm_count": sms.value,
-                "driver_version": drv.value, "uuid": uuid.value.decode()}
-    _info_cache[device] = info
-    return info
-
-
-_check_cache = {}
-
-
-def kernel_check(device, kernel):
-    """(ok, detail): loads the kernel's module on the device (fatbin, else NVRTC) or says why not."""
-    key = (device, kernel)
-    if key not in _check_cache:
-        buf = ctypes.create_string_buffer(4096)
-        rc = _c().mmaemu_cuda_kernel_check(device, kernel.encode(), buf, len(buf))
-        _check_cache[key] = (rc == 0, buf.value.decode(errors="replace"))
-    return _check_cache[key]
 
 
 # --------------------------------------------------------------------------------------------
@@ -385,7 +296,7 @@ def _nvrtc_warnings(device, kernel):
 # The self-test (selftest.py) and the status rows (diagnostics.py), under their public names here.
 # Imported last: both modules read the registry above through this module.
 
-from .selftest import (SelfTestResult, _load_verdict, _store_verdict, cache_dir,  # noqa: E402,F401
+from .selftest import (SelfTestResult, _load_verdict, _store_verdict,  # noqa: E402,F401
                        selftest, verdict)
 from .selftest import _codes  # noqa: E402,F401  (test_cuda_gpu.py draws its inputs with it)
 from .diagnostics import cpu_name, cpu_status, status  # noqa: E402,F401

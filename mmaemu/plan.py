@@ -22,7 +22,7 @@ EPILOGUE_ORDERS = {"H1": 0, "H2": 1, "H3": 2, "rowwise": 3, "rowwise_t": 4}
 # Tensor-wise scales with a bias: cuBLASLt's EPILOGUE_BIAS. The order is inferred.
 BIAS_NOTE = ("bias (cuBLASLt EPILOGUE_BIAS): fmaf(fp32(scale_a*scale_b), acc, bias[n]), then the "
              "output conversion (scale_result after the bias); inferred: one rounding, as the "
-             "tensor-wise epilogue's fma; probe rowwise_epilogue_order (scripts/probe_hopper.py) "
+             "tensor-wise epilogue's fma; probe rowwise_epilogue_order (mmaemu_tools/probe_hopper.py) "
              "settles it")
 
 

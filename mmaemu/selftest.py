@@ -23,7 +23,8 @@ import time
 
 import torch
 
-from . import _C, backends
+from . import backends
+from ._loader import cache_dir, kernel_dir as _kernel_dir
 from .profiles import get_preset
 
 E4M3 = torch.float8_e4m3fn
@@ -267,21 +268,6 @@ def run_cpu():
 
 # --------------------------------------------------------------------------------------------
 # The verdict cache (CUDA devices)
-
-def cache_dir():
-    """MMAEMU_CACHE_DIR, else ${XDG_CACHE_HOME:-~/.cache}/mmaemu (NVRTC cubins, verdicts)."""
-    d = os.environ.get("MMAEMU_CACHE_DIR")
-    if d:
-        return d
-    x = os.environ.get("XDG_CACHE_HOME")
-    return os.path.join(x, "mmaemu") if x else os.path.join(os.path.expanduser("~"), ".cache", "mmaemu")
-
-
-def _kernel_dir():
-    pkg = os.path.dirname(os.path.abspath(_C.__file__))
-    dev = os.path.join(pkg, "..", "csrc", "kernels")
-    return dev if os.path.isfile(os.path.join(dev, "reference.cu")) else os.path.join(pkg, "kernels")
-
 
 def _sources_hash():
     h = hashlib.sha256()

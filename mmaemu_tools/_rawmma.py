@@ -28,6 +28,10 @@ import os
 import numpy as np
 import torch
 
+from ._hwcommon import load_standalone
+
+library_candidates = load_standalone("_cuda_libs").library_candidates
+
 FORMATS = {"e4m3": "e4m3", "e5m2": "e5m2"}
 
 _PRELUDE = r"""
@@ -136,12 +140,8 @@ class RawMmaUnavailable(RuntimeError):
 
 
 def _find_lib(stem, env):
-    """The first loadable copy of a CUDA library, searched where mmaemu's cuBLASLt loader looks."""
-    from ._hwcommon import load_cublaslt
     errors = []
-    for p in load_cublaslt().library_paths(stem, env):
-        if "builtins" in p or "alt" in os.path.basename(p):
-            continue
+    for p in library_candidates(stem, env):
         try:
             return ctypes.CDLL(p), p
         except OSError as e:

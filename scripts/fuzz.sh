@@ -20,9 +20,10 @@ mkdir -p "$out/corpus" "$out/artifacts"
 # segments for every K above 128 (test/test_cpu_backend.py does the same with STREAM_K).
 STREAM_FLAGS=(-DMM_CPU_PANEL_BUDGET=12288 -DMM_CPU_A_BUDGET=4096 -DMM_CPU_STREAM_CHUNK=96
               -DMM_CPU_STATE_BUDGET=1024)
+read -ra EXACT <<< "$(sed -n 's/^c: //p' csrc/flags.txt)"   # the flags the bits depend on
 build() { # build NAME EXTRA_FLAGS...
     local name=$1; shift
-    "$CC" -std=c11 -g -O1 -ffp-contract=off -fno-fast-math -Wall -Wextra -Werror "$@" \
+    "$CC" "${EXACT[@]}" -g -O1 -Wall -Wextra -Werror "$@" \
         -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer \
         -Icsrc test/fuzz/fuzz_gemm.c csrc/core.c csrc/reference.c csrc/cpu_fast.c csrc/cpu_kernel_*.c \
         -pthread -lm -o "$out/$name"

@@ -10,14 +10,17 @@ import subprocess
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+import cbuild
+
+ROOT = cbuild.ROOT
 C_SOURCES = sorted(glob.glob(os.path.join(ROOT, "csrc", "*.c")))
 HARNESS = [os.path.join(ROOT, "test", "fuzz", "fuzz_gemm.c"),
            os.path.join(ROOT, "test", "fuzz", "replay_main.c")]
+TEST_PROGRAMS = sorted(glob.glob(os.path.join(cbuild.TEST_C, "*.c")))  # the C programs tests build
 CORE_FOR_FUZZ = ([os.path.join(ROOT, "csrc", f) for f in ("core.c", "reference.c", "cpu_fast.c")]
                  + sorted(glob.glob(os.path.join(ROOT, "csrc", "cpu_kernel_*.c"))))
-STRICT = ["-std=c11", "-Wall", "-Wextra", "-Werror", "-ffp-contract=off", "-fno-fast-math",
-          "-I" + os.path.join(ROOT, "csrc")]
+STRICT = [*cbuild.exact_flags("c"), "-Wall", "-Wextra", "-Werror", "-I" + cbuild.CSRC,
+          "-I" + cbuild.KERNELS]
 
 
 def _run(cmd, **kw):
@@ -28,7 +31,7 @@ def test_there_are_c_sources():
     assert len(C_SOURCES) >= 4, C_SOURCES
 
 
-@pytest.mark.parametrize("src", C_SOURCES + HARNESS, ids=os.path.basename)
+@pytest.mark.parametrize("src", C_SOURCES + HARNESS + TEST_PROGRAMS, ids=os.path.basename)
 def test_compiles_without_warnings(src):
     if shutil.which("gcc") is None:
         pytest.skip("gcc not installed")
@@ -41,7 +44,7 @@ def test_cppcheck_is_clean():
         pytest.skip("cppcheck not installed (apt-get install -y cppcheck; CI installs it)")
     r = _run(["cppcheck", "--enable=warning,style,performance,portability", "--std=c11",
               "--inline-suppr", "--suppress=missingIncludeSystem", "--error-exitcode=1", "-q",
-              "-I" + os.path.join(ROOT, "csrc"), *C_SOURCES, *HARNESS])
+              "-I" + cbuild.CSRC, "-I" + cbuild.KERNELS, *C_SOURCES, *HARNESS, *TEST_PROGRAMS])
     assert r.returncode == 0, f"cppcheck findings:\n{r.stderr}{r.stdout}"
 
 
@@ -59,7 +62,7 @@ def test_cppcheck_would_report_a_defect(tmp_path):
 def _sanitizer_build(tmp_path):
     """The fuzz harness with a plain main(), built by gcc with ASan and UBSan, or None."""
     exe = str(tmp_path / "replay")
-    flags = ["-std=c11", "-g", "-O1", "-ffp-contract=off", "-fsanitize=address,undefined",
+    flags = [*cbuild.exact_flags("c"), "-g", "-O1", "-fsanitize=address,undefined",
              "-fno-sanitize-recover=all", "-I" + os.path.join(ROOT, "csrc")]
     probe = tmp_path / "probe.c"
     probe.write_text("int main(void) { return 0; }\n")
@@ -86,35 +89,38 @@ def test_fuzz_corpus_replays_clean_under_sanitizers(tmp_path):
     assert f"replayed {len(corpus)} inputs" in r.stdout
 
 
-MUTANT_CPU = r"""
-#include "mmaemu.h"
-/* A wrong `cpu` backend: the reference with the last output element's lowest bit flipped. */
-int mmaemu_gemm_cpu(const mm_gemm* g, int threads) {
-    (void)threads;
-    const int rc = mmaemu_gemm_reference(g);
-    if (rc == MM_OK && g->M > 0 && g->N > 0) {
-        uint8_t* last = (uint8_t*)g->out + ((g->M - 1) * g->ldo + g->N - 1) * mm_out_size(g->out_kind);
-        *last ^= 1u;
-    }
-    return rc;
-}
-/* The harness also runs every SIMD path by name: this backend has one. */
-const char* mmaemu_cpu_simd_paths(void) { return "portable"; }
-"""
-
 
 def test_fuzz_harness_catches_a_wrong_cpu_backend(tmp_path):
     """The harness is not a check that cannot fail: a backend off by one bit is reported."""
     if shutil.which("gcc") is None:
         pytest.skip("gcc not installed")
-    mutant = tmp_path / "mutant_cpu.c"
-    mutant.write_text(MUTANT_CPU)
     exe = str(tmp_path / "replay_mutant")
     core = [f for f in CORE_FOR_FUZZ if not f.endswith("cpu_fast.c")]
-    r = _run(["gcc", "-std=c11", "-O1", "-ffp-contract=off", "-I" + os.path.join(ROOT, "csrc"),
-              *HARNESS, *core, str(mutant), "-lm", "-o", exe])
+    r = _run(["gcc", *cbuild.exact_flags("c"), "-O1", "-I" + cbuild.CSRC,
+              *HARNESS, *core, cbuild.source("mutant_cpu.c"), "-lm", "-o", exe])
     assert r.returncode == 0, r.stderr
     seed = os.path.join(ROOT, "test", "fuzz", "corpus", "gemm_hopper_fast_bf16")
     r = _run([exe, seed])
     assert r.returncode != 0
     assert "mmaemu_gemm_cpu differs from mmaemu_gemm_reference" in r.stderr
+
+
+@pytest.mark.parametrize("src", C_SOURCES, ids=os.path.basename)
+def test_fast_math_is_refused(src):
+    """Every C file of the core includes mmaemu_base.h, whose #error stops a -ffast-math build
+    (whose rewrites would change the bits)."""
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc not installed")
+    r = _run(["gcc", *STRICT, "-ffast-math", "-fsyntax-only", src])
+    assert r.returncode != 0 and "must not be compiled with -ffast-math" in r.stderr, src
+
+
+def test_exact_flags_are_written_once():
+    """-ffp-contract=off, on which the bits depend, is spelled out only in csrc/flags.txt among
+    the files that build or compile C (setup.py, scripts, the C-building tests read it)."""
+    users = [os.path.join(ROOT, "setup.py"), os.path.join(ROOT, "scripts", "lint_c.sh"),
+             os.path.join(ROOT, "scripts", "fuzz.sh")] + glob.glob(os.path.join(ROOT, "test", "*.py"))
+    spelled = [p for p in users if "-ffp-contract=off" in open(p).read()
+               and not p.endswith("test_c_lint.py")]
+    assert spelled == []
+    assert "-ffp-contract=off" in open(os.path.join(ROOT, "csrc", "flags.txt")).read()

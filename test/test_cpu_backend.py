@@ -17,6 +17,7 @@ import pytest
 import torch
 from hypothesis import given, strategies as st
 
+import cbuild
 from mmaemu.validation import RR_MAX_SPLITS, RR_PAIRWISE_ORDERS
 
 import mmaemu
@@ -263,10 +264,10 @@ def _build_simd_check(tmp_path, extra_flags):
     if not cc:
         pytest.skip("needs a C compiler")
     csrc = ROOT / "csrc"
-    sources = [ROOT / "test" / "cpu_simd_check.c", csrc / "core.c", csrc / "reference.c"]
+    sources = [pathlib.Path(cbuild.source("cpu_simd_check.c")), csrc / "core.c", csrc / "reference.c"]
     sources += sorted(csrc.glob("cpu_*.c"))
     exe = tmp_path / "cpu_simd_check"
-    subprocess.run([cc, "-std=c11", "-O1", "-ffp-contract=off", "-fno-fast-math", "-w",
+    subprocess.run([cc, *cbuild.exact_flags("c"), "-O1", "-w",
                     *extra_flags, f"-I{csrc}", *map(str, sources), "-o", str(exe), "-lpthread", "-lm"],
                    check=True, timeout=300)
     return exe
@@ -288,7 +289,7 @@ STREAM_K = ["-DMM_CPU_PANEL_BUDGET=49152", "-DMM_CPU_A_BUDGET=16384", "-DMM_CPU_
                          ids=["build", "fallback-compose", "stream-k", "stream-k-fallback-compose"])
 def test_random_preset_parameters_in_c(tmp_path, flags):
     """Presets with any parameters the plan checks accept (block 1..64, frac 0..30, keep 1..40),
-    which reach the narrow, split and wide kernels; test/cpu_simd_check.c against the reference."""
+    which reach the narrow, split and wide kernels; test/c/cpu_simd_check.c against the reference."""
     exe = _build_simd_check(tmp_path, flags)
     run = subprocess.run([str(exe), "120", "2024"], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0 and " 0 failures" in run.stdout, run.stdout + run.stderr
@@ -297,7 +298,7 @@ def test_random_preset_parameters_in_c(tmp_path, flags):
 @pytest.mark.parametrize("flags", [[], NARROW_GRID, STREAM_K], ids=["build", "fallback-compose", "stream-k"])
 def test_avx512_kernel_on_emulated_intrinsics(tmp_path, flags):
     """The AVX-512 kernel's source built against SIMDe (portable C for every intrinsic) and
-    compared with the reference by test/cpu_simd_check.c. Runs on CPUs without AVX-512."""
+    compared with the reference by test/c/cpu_simd_check.c. Runs on CPUs without AVX-512."""
     include = _simde_include()
     if not include:
         pytest.skip("needs SIMDe >= 0.8 headers (pip install simde-py)")

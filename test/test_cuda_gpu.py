@@ -220,6 +220,19 @@ def test_e5m2_and_mixed_formats_use_the_reference_backend():
 
 
 @requires_cuda
+def test_raw_op_auto_is_the_reference_kernel():
+    """torch.ops.mmaemu.* run the kernel they are named; the schema default "auto" on CUDA
+    tensors is the reference kernel, and "cuda" (a policy request) is refused."""
+    x = codes(11, (70, 300), "wide").view(torch.float8_e4m3fn).cuda()
+    w = codes(12, (50, 300), "wide").view(torch.float8_e4m3fn).cuda()
+    auto = torch.ops.mmaemu.accumulate(x, w, True, "hopper", 3, "serial", "auto")
+    ref = torch.ops.mmaemu.accumulate(x, w, True, "hopper", 3, "serial", "reference")
+    assert_bitwise_equal(auto.cpu(), ref.cpu())
+    with pytest.raises(RuntimeError, match="names no kernel"):
+        torch.ops.mmaemu.accumulate(x, w, True, "hopper", 1, "none", "cuda")
+
+
+@requires_cuda
 def test_guide_first_gemm_on_cuda():
     torch.manual_seed(0)
     x = (torch.randn(64, 1920) * 40).clamp(-448, 448).to(torch.float8_e4m3fn)

@@ -1,4 +1,4 @@
-"""The CUDA loader's decisions, without a GPU (csrc/cuda_backend.c, mmaemu/backends.py).
+"""The CUDA loader's decisions, without a GPU (csrc/cuda_*.c, mmaemu/_loader.py, mmaemu/backends.py).
 
 Each case runs in a fresh subprocess (the loader initialises once per process) against:
   - a missing driver (MMAEMU_LIBCUDA_PATH=/nonexistent): everything unavailable with the reason,
@@ -12,163 +12,60 @@ Each case runs in a fresh subprocess (the loader initialises once per process) a
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
 
 import pytest
 
+import cbuild
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-KERNELS = os.path.join(ROOT, "csrc", "kernels")
+KERNELS = cbuild.KERNELS
 
-FAKE_DRIVER = r"""
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-typedef int CUresult;
-static const char* mode(void) { const char* m = getenv("FAKE_CUDA_MODE"); return m ? m : "ok"; }
-static int cc(void) { const char* c = getenv("FAKE_CUDA_CC"); return c ? atoi(c) : 89; }
-static void logline(const char* fmt, ...) {
-    const char* p = getenv("FAKE_CUDA_LOG");
-    if (!p) return;
-    FILE* f = fopen(p, "a");
-    if (!f) return;
-    va_list ap; va_start(ap, fmt); vfprintf(f, fmt, ap); va_end(ap);
-    fputc('\n', f); fclose(f);
-}
-__attribute__((constructor)) static void loaded(void) { logline("loaded"); }
-CUresult cuInit(unsigned flags) {
-    (void)flags;
-    if (!strcmp(mode(), "stub")) return 34;
-    if (!strcmp(mode(), "nodevice")) return 100;
-    return 0;
-}
-CUresult cuDriverGetVersion(int* v) { *v = 13000; return 0; }
-CUresult cuDeviceGetCount(int* n) { *n = 1; return 0; }
-CUresult cuDeviceGet(int* d, int i) { *d = i; return i == 0 ? 0 : 101; }
-CUresult cuDeviceGetAttribute(int* v, int attr, int d) {
-    (void)d;
-    switch (attr) {
-    case 75: *v = cc() / 10; break;
-    case 76: *v = cc() % 10; break;
-    case 16: *v = 24; break;
-    case 97: *v = cc() == 90 ? 232448 : 101376; break;
-    default: *v = 0;
-    }
-    return 0;
-}
-CUresult cuDeviceGetName(char* s, int n, int d) { (void)d; snprintf(s, n, "Fake GPU sm_%d", cc()); return 0; }
-CUresult cuDeviceGetUuid_v2(unsigned char* u, int d) { (void)d; memset(u, 0xab, 16); return 0; }
-static int the_ctx;
-CUresult cuDevicePrimaryCtxRetain(void** c, int d) { (void)d; *c = &the_ctx; return 0; }
-CUresult cuCtxPushCurrent_v2(void* c) { return c == &the_ctx ? 0 : 201; }
-CUresult cuCtxPopCurrent_v2(void** c) { *c = &the_ctx; return 0; }
-CUresult cuModuleLoadData(void** m, const void* image) {
-    const unsigned char* p = (const unsigned char*)image;
-    if (p[0] == 0x7f && p[1] == 'E' && p[2] == 'L' && p[3] == 'F') { logline("load cubin"); *m = (void*)1; return 0; }
-    if (p[0] == 0x50 && p[1] == 0xED && p[2] == 0x55 && p[3] == 0xBA) {
-        if (getenv("FAKE_CUDA_REJECT_FATBIN")) return 209;
-        logline("load fatbin"); *m = (void*)2; return 0;
-    }
-    if (strstr((const char*)image, ".version")) { logline("load ptx"); *m = (void*)3; return 0; }
-    return 200;
-}
-CUresult cuModuleUnload(void* m) { (void)m; return 0; }
-CUresult cuModuleGetFunction(void** f, void* m, const char* name) { (void)m; *f = strdup(name); return 0; }
-CUresult cuFuncSetAttribute(void* f, int a, int v) { logline("attr %s %d %d", (const char*)f, a, v); return 0; }
-CUresult cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-                        unsigned bz, unsigned smem, void* stream, void** params, void** extra) {
-    (void)params; (void)extra;
-    logline("launch %s grid %u %u %u block %u %u %u smem %u stream %p", (const char*)f, gx, gy, gz,
-            bx, by, bz, smem, stream);
-    return 0;
-}
-CUresult cuGetErrorName(CUresult r, const char** s) { (void)r; *s = "CUDA_ERROR_FAKE"; return 0; }
-CUresult cuGetErrorString(CUresult r, const char** s) { (void)r; *s = "fake driver error"; return 0; }
-static const struct { const char* name; void* fn; } procs[] = {
-    {"cuInit", (void*)cuInit}, {"cuDriverGetVersion", (void*)cuDriverGetVersion},
-    {"cuDeviceGetCount", (void*)cuDeviceGetCount}, {"cuDeviceGet", (void*)cuDeviceGet},
-    {"cuDeviceGetAttribute", (void*)cuDeviceGetAttribute}, {"cuDeviceGetName", (void*)cuDeviceGetName},
-    {"cuDeviceGetUuid", (void*)cuDeviceGetUuid_v2}, {"cuDevicePrimaryCtxRetain", (void*)cuDevicePrimaryCtxRetain},
-    {"cuCtxPushCurrent", (void*)cuCtxPushCurrent_v2}, {"cuCtxPopCurrent", (void*)cuCtxPopCurrent_v2},
-    {"cuModuleLoadData", (void*)cuModuleLoadData}, {"cuModuleUnload", (void*)cuModuleUnload},
-    {"cuModuleGetFunction", (void*)cuModuleGetFunction}, {"cuFuncSetAttribute", (void*)cuFuncSetAttribute},
-    {"cuLaunchKernel", (void*)cuLaunchKernel}, {"cuGetErrorName", (void*)cuGetErrorName},
-    {"cuGetErrorString", (void*)cuGetErrorString},
-};
-CUresult cuGetProcAddress_v2(const char* name, void** fn, int version, unsigned long long flags, int* status) {
-    (void)flags;
-    *fn = NULL;
-    if (version < 12000) return 1;
-    for (unsigned i = 0; i < sizeof procs / sizeof procs[0]; i++)
-        if (!strcmp(procs[i].name, name)) { *fn = procs[i].fn; if (status) *status = 0; return 0; }
-    if (status) *status = 1;
-    return 500;
-}
-"""
 
-# mm_cuda_call for ctypes (csrc/cuda_backend.h): only used to drive the fake device.
+# Drives the fake device: run() launches one plan with a concrete kernel through
+# mmaemu._C.cuda_run_plan (raw addresses: the fake driver never dereferences them); choose() is
+# the kernel backends.resolve() picks for a request when every self-test has passed.
 PLAN_HELPERS = r"""
-import ctypes, os, sys
+import os, sys
+import torch
 import mmaemu
-from mmaemu import backends
-lib = backends._c()
-
-class Preset(ctypes.Structure):
-    _fields_ = [("block", ctypes.c_int32), ("frac", ctypes.c_int32), ("keep", ctypes.c_int32),
-                ("promote_blocks", ctypes.c_int32), ("c_late", ctypes.c_int32),
-                ("split_rr_tile", ctypes.c_int32)]
-
-class Gemm(ctypes.Structure):
-    _fields_ = [("a", ctypes.c_void_p), ("b", ctypes.c_void_p), ("out", ctypes.c_void_p),
-                ("lda", ctypes.c_int64), ("ldb", ctypes.c_int64), ("ldo", ctypes.c_int64),
-                ("M", ctypes.c_int64), ("N", ctypes.c_int64), ("K", ctypes.c_int64),
-                ("fmt_a", ctypes.c_int32), ("fmt_b", ctypes.c_int32), ("fast_accum", ctypes.c_int32),
-                ("splits", ctypes.c_int32), ("scheme", ctypes.c_int32), ("out_kind", ctypes.c_int32),
-                ("epilogue_order", ctypes.c_int32), ("has_scale_result", ctypes.c_int32),
-                ("scale_a", ctypes.c_float), ("scale_b", ctypes.c_float), ("scale_result", ctypes.c_float),
-                ("preset", Preset), ("scale_a_vec", ctypes.c_void_p), ("scale_b_vec", ctypes.c_void_p),
-                ("bias", ctypes.c_void_p), ("bias_kind", ctypes.c_int32), ("reserved", ctypes.c_int32)]
-
-class Call(ctypes.Structure):
-    _fields_ = [("g", Gemm), ("scale_a", ctypes.c_void_p), ("scale_b", ctypes.c_void_p),
-                ("scale_result", ctypes.c_void_p), ("workspace", ctypes.c_void_p),
-                ("stream", ctypes.c_void_p), ("device", ctypes.c_int)]
+from mmaemu import _C, backends
 
 PRESETS = {"hopper": (32, 13, 14, 4), "ada": (16, 13, 14, 8), "b200": (32, 25, 24, 4)}
+FORMATS = {0: torch.float8_e4m3fn, 1: torch.float8_e5m2}
+backends.verdict = lambda kernel, preset, device, run=True, force=False: {
+    "passed": True, "cases": 1, "mismatches": 0, "detail": "passed (simulated)", "seconds": 0.0}
 
-def run(backend, M=100, N=200, K=256, fmt=(0, 0), preset="hopper", splits=1, scheme=0,
+def choose(request, preset="hopper", fmt=(0, 0)):
+    return backends.resolve(request, torch.device("cuda", 0), preset.split("-")[0],
+                            (FORMATS[fmt[0]], FORMATS[fmt[1]])).backend
+
+def run(kernel, M=100, N=200, K=256, fmt=(0, 0), preset="hopper", splits=1, scheme=0,
         workspace=True, fast=1):
-    g = Gemm(a=0x1000, b=0x2000, out=0x3000, lda=K, ldb=K, ldo=N, M=M, N=N, K=K, fmt_a=fmt[0],
-             fmt_b=fmt[1], fast_accum=fast, splits=splits, scheme=scheme, out_kind=0,
-             epilogue_order=0, has_scale_result=0, scale_a=1.0, scale_b=1.0, scale_result=1.0,
-             preset=Preset(*PRESETS[preset]))
-    call = Call(g=g, scale_a=0x4000, scale_b=0x4004, scale_result=None,
-                workspace=0x5000 if workspace else None, stream=0xABC0, device=0)
-    lib.mmaemu_cuda_gemm_ex.argtypes = [ctypes.POINTER(Call), ctypes.c_char_p]
-    rc = lib.mmaemu_cuda_gemm_ex(ctypes.byref(call), backend.encode())
-    return rc, lib.mmaemu_cuda_last_error().decode()
+    return list(_C.cuda_run_plan(kernel, M, N, K, PRESETS[preset], fmt_a=fmt[0], fmt_b=fmt[1],
+                                 fast_accum=fast, splits=splits, scheme=scheme, a=0x1000,
+                                 b=0x2000, out=0x3000, scale_a=0x4000, scale_b=0x4004,
+                                 workspace=0x5000 if workspace else 0, stream=0xABC0, device=0))
 """
 
 
 @pytest.fixture(scope="module")
 def fake_driver(tmp_path_factory):
-    cc = next((c for c in (os.environ.get("CC"), "cc", "gcc", "clang") if c and shutil.which(c)), None)
+    cc = cbuild.c_compiler()
     if cc is None:
         pytest.skip("no C compiler for the fake driver")
     d = tmp_path_factory.mktemp("fakecuda")
-    (d / "fake.c").write_text(FAKE_DRIVER)
     lib = d / "libcuda.so.1"
-    r = subprocess.run([cc, "-shared", "-fPIC", "-O1", str(d / "fake.c"), "-o", str(lib)],
+    r = subprocess.run([cc, "-shared", "-fPIC", "-O1", cbuild.source("fake_libcuda.c"), "-o", str(lib)],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     return lib
 
 
 def source_hash(module):
-    """The stamp setup.py writes beside a fatbin (and cuda_backend.c recomputes)."""
+    """The stamp setup.py writes beside a fatbin (and csrc/cuda_modules.c recomputes)."""
     names = [module + ".cu"] + sorted(n for n in os.listdir(KERNELS)
                                       if n.startswith("mmaemu_") and n.endswith(".h"))
     h = hashlib.sha256()
@@ -259,11 +156,17 @@ import json
 res = {}
 res["info"] = backends.device_info(0)
 res["checks"] = {k: backends.kernel_check(0, k) for k in ("reference", "cuda:h1", "cuda:h4", "cuda:v4", "cuda:wgmma")}
-res["auto"] = run("auto")
-res["e5m2"] = run("auto", fmt=(1, 0))
-res["ada"] = run("auto", preset="ada")
-res["b200"] = run("auto", preset="b200")
-res["b200_cuda"] = run("cuda", preset="b200")
+res["auto"] = run(choose("auto"))
+res["e5m2"] = run(choose("auto", fmt=(1, 0)), fmt=(1, 0))
+res["ada"] = run(choose("auto", preset="ada"), preset="ada")
+res["b200"] = run(choose("auto", preset="b200"), preset="b200")
+res["b200_cuda"] = run("cuda:h4", preset="b200")
+try:
+    choose("cuda", preset="b200")
+    res["b200_cuda_policy"] = "chosen"
+except mmaemu.BackendUnavailableError as e:
+    res["b200_cuda_policy"] = str(e)
+res["raw_auto"] = run("auto")
 res["split"] = run("cuda:h4", splits=3, scheme=3, K=1000)
 res["split_no_ws"] = run("cuda:h4", splits=3, K=1000, workspace=False)
 res["ref_split_no_ws"] = run("reference", splits=3, K=1000, workspace=False)
@@ -291,6 +194,9 @@ print(json.dumps(res))
     assert launches[2].startswith("launch mmaemu_v4_gemm grid 4 2 1")          # ada
     assert launches[3].startswith("launch mmaemu_reference_gemm")            # b200 (frac 25)
     assert r["b200_cuda"][0] != 0 and "frac <= 16" in r["b200_cuda"][1]
+    assert r["b200_cuda_policy"].startswith("no CUDA kernel can run this GEMM here")
+    # the loader runs the kernel it is named: "auto" is no kernel (the op maps it to reference)
+    assert r["raw_auto"][0] != 0 and "unknown CUDA backend 'auto'" in r["raw_auto"][1]
     # splits: the tiled kernel over grid.z, then the reduction in the scheme's order
     assert launches[4].startswith("launch mmaemu_h4_gemm grid 4 2 3")
     assert launches[5].startswith("launch mmaemu_split_reduce")
@@ -312,7 +218,8 @@ def test_fake_sm90_wgmma_and_sm75(fake_driver, fatbins, tmp_path):
     run_py(PLAN_HELPERS + """
 assert run("cuda:wgmma", M=300, N=130)[0] == 0
 assert run("cuda:wgmma", preset="ada")[0] == 0
-assert run("auto")[0] == 0          # the C-level auto never takes a gated kernel
+assert choose("auto") == "cuda:wgmma"          # trusted on sm_90 once its self-test passed
+assert run("cuda:h4")[0] == 0                  # the IEEE-exact kernels run there too
 assert run("cuda:wgmma", M=64, N=64, fast=0)[0] == 0
 rc, err = run("cuda:wgmma", preset="b200")
 assert rc != 0 and "frac 13, keep 14" in err, err
@@ -326,7 +233,7 @@ assert rc != 0 and "frac 13, keep 14" in err, err
     assert launches[3].startswith("launch mmaemu_wgmma_hopper_gemm grid 1 1 1")   # promotion
     os.unlink(log)
     run_py(PLAN_HELPERS + """
-assert run("auto")[0] == 0 and run("auto", preset="ada")[0] == 0
+assert run(choose("auto"))[0] == 0 and run(choose("auto", preset="ada"), preset="ada")[0] == 0
 rc, err = run("cuda:h4")
 assert rc != 0 and "needs sm_80" in err, err
 """, dict(env, FAKE_CUDA_CC="75"))
@@ -429,7 +336,7 @@ def test_unwritable_cache_dir_costs_only_the_cache(fake_driver, fatbins, tmp_pat
 
 def test_fake_device_round_robin_split_runs_on_the_reference_kernel(fake_driver, fatbins, tmp_path):
     """The ada preset's round-robin split layout: the tiled kernels refuse it by name, and
-    auto takes the reference kernel (no split workspace, no reduction launch)."""
+    the reference kernel computes it (no split workspace, no reduction launch)."""
     log = tmp_path / "log"
     env = {"MMAEMU_LIBCUDA_PATH": str(fake_driver), "MMAEMU_FATBIN_DIR": str(fatbins),
            "MMAEMU_DISABLE_NVRTC": "1", "FAKE_CUDA_LOG": str(log)}
@@ -437,8 +344,8 @@ def test_fake_device_round_robin_split_runs_on_the_reference_kernel(fake_driver,
 PRESETS["ada-rr"] = (16, 13, 14, 8, 0, 64)
 rc, err = run("cuda:v4", preset="ada-rr", splits=3, scheme=2, K=1000)
 assert rc != 0 and "round-robin" in err, err
-assert run("auto", preset="ada-rr", splits=3, scheme=2, K=1000, workspace=False)[0] == 0
-assert run("auto", preset="ada-rr", splits=1, K=1000)[0] == 0
+assert run("reference", preset="ada-rr", splits=3, scheme=2, K=1000, workspace=False)[0] == 0
+assert run(choose("auto", preset="ada-rr"), preset="ada-rr", splits=1, K=1000)[0] == 0
 """, env)
     launches = [l for l in log_lines(log) if l.startswith("launch")]
     assert launches[0].startswith("launch mmaemu_reference_gemm"), launches

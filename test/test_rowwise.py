@@ -13,6 +13,7 @@ import torch
 from hypothesis import given, settings, strategies as st
 
 import mmaemu
+import cbuild
 import pymodel
 from mmaemu.errors import ReferenceRejectsError, UnsupportedFeatureError
 from mmaemu.rowwise import sm90_instance
@@ -215,8 +216,8 @@ def test_host_fmaf_is_exact(tmp_path):
     if not cc:
         pytest.skip("needs a C compiler")
     exe = tmp_path / "fmaf_check"
-    subprocess.run([cc, "-std=c11", "-O2", "-ffp-contract=off", "-fno-fast-math",
-                    f"-I{ROOT / 'csrc'}", str(ROOT / "test" / "fmaf_check.c"), "-o", str(exe),
+    subprocess.run([cc, *cbuild.exact_flags("c"), "-O2",
+                    f"-I{ROOT / 'csrc'}", cbuild.source("fmaf_check.c"), "-o", str(exe),
                     "-lm"], check=True, timeout=120)
     cases = _fmaf_cases(np.random.default_rng(14), 200_000)
     (tmp_path / "in.bin").write_bytes(cases.tobytes())

@@ -6,6 +6,13 @@
 #ifndef MMAEMU_BASE_H
 #define MMAEMU_BASE_H
 
+/* Fast-math rewrites (reassociation, flushed subnormals, contraction) change the bits:
+ * build with csrc/flags.txt. gcc/clang define __FAST_MATH__ under -ffast-math; NVRTC 13 defines
+ * __USE_FAST_MATH__ as 1 under --use_fast_math and 0 otherwise. */
+#if defined(__FAST_MATH__) || (defined(__USE_FAST_MATH__) && __USE_FAST_MATH__)
+#error "mmaemu's arithmetic must not be compiled with -ffast-math / --use_fast_math (csrc/flags.txt)"
+#endif
+
 #if defined(__CUDACC_RTC__)
 typedef signed char int8_t;
 typedef unsigned char uint8_t;

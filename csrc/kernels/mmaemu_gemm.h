@@ -320,7 +320,7 @@ MMAEMU_HD uint32_t mm_epilogue_rowwise(float acc, const mm_gemm* g, int64_t i, i
 /* Tensor-wise scales with a bias (cuBLASLt EPILOGUE_BIAS): fmaf(scale, acc, bias[j]) in the
  * epilogue order's scale form, then the output conversion (scale_result after the bias).
  * Inferred: one rounding of scale*acc + bias, as the tensor-wise epilogue's fma(alpha, acc, 0);
- * probe rowwise_epilogue_order of scripts/probe_hopper.py settles it. */
+ * probe rowwise_epilogue_order of mmaemu_tools/probe_hopper.py settles it. */
 MMAEMU_HD uint32_t mm_epilogue_bias(float acc, const mm_gemm* g, int64_t j) {
     const float b = mm_bias_at(g, j);
     float v;

@@ -1,6 +1,6 @@
 /* mmaemu_launch.h: what every CUDA kernel of mmaemu receives, and the steps they share.
  *
- * The C loader (csrc/cuda_backend.c) fills one mm_launch and passes it by value as the kernels'
+ * The C loader (csrc/cuda_launch.c) fills one mm_launch and passes it by value as the kernels'
  * only parameter, so the struct must have the same layout under gcc (C11) and nvcc/NVRTC (C++):
  * the static assertion below checks that on both sides.
  *

@@ -45,8 +45,8 @@ constexpr int kRegion = kRows * 16 + 16;         // one 16-k region, padded agai
 constexpr int kOperand = (kKTile / 16) * kRegion; // one operand's k tile
 constexpr int kStage = 2 * kOperand;
 constexpr int kZero = 2048;                      // zeros for the upper k of ada's wgmmas
-constexpr int kSmemBytes = kStages * kStage + kZero; // 134144: MM_WGMMA_SMEM_BYTES in cuda_backend.c
-static_assert(kSmemBytes == 134144, "update MM_WGMMA_SMEM_BYTES in cuda_backend.c");
+constexpr int kSmemBytes = kStages * kStage + kZero; // 134144: smem_bytes of cuda:wgmma in csrc/cuda_kernels.c
+static_assert(kSmemBytes == 134144, "update smem_bytes of cuda:wgmma in csrc/cuda_kernels.c");
 static_assert(kStages == 4, "cp_async_wait_stages / _one wait for kStages - 2 / kStages - 3 pending groups");
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {

@@ -1,0 +1,71 @@
+"""Where NVIDIA's CUDA libraries (libnvrtc, libcublasLt, ...) may be on this machine, found once
+for the loader (csrc/cuda_nvrtc.c is handed library_dirs()) and the GPU tools
+(mmaemu/_cublaslt.py, mmaemu_tools/_rawmma.py).
+
+The order, most specific first: the nvidia-* wheels beside the running torch and beside this
+package (pip installs torch's CUDA libraries there), every other site-packages, then the CUDA
+toolkit ($CUDA_HOME or $CUDA_PATH, /usr/local/cuda) and the system's library directory.
+"""
+import glob
+import os
+import site
+import sys
+
+
+def _site_roots():
+    roots = []
+    try:
+        import torch
+        roots.append(os.path.dirname(os.path.dirname(os.path.abspath(torch.__file__))))
+    except ImportError:
+        pass
+    roots.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    try:
+        roots += list(site.getsitepackages()) + [site.getusersitepackages()]
+    except AttributeError:  # virtualenvs of old Pythons lack getsitepackages
+        pass
+    roots += [p for p in sys.path if p]
+    return roots
+
+
+def library_dirs():
+    """Existing directories that may hold CUDA libraries, in search order, without repeats."""
+    dirs = []
+    for root in _site_roots():
+        dirs += [os.path.join(root, "nvidia", "cu13", "lib"), os.path.join(root, "nvidia", "cuda_nvrtc", "lib")]
+        dirs += sorted(glob.glob(os.path.join(root, "nvidia", "*", "lib")))
+        dirs.append(os.path.join(root, "nvidia", "lib"))
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    if home:
+        dirs.append(os.path.join(home, "lib64"))
+    dirs += ["/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib", "/usr/lib/x86_64-linux-gnu"]
+    out = []
+    for d in dirs:
+        real = os.path.realpath(d)
+        if os.path.isdir(real) and real not in out:
+            out.append(real)
+    return out
+
+
+def library_candidates(stem, env=None):
+    """Paths to try for a library (stem: "libnvrtc", "libcublasLt"), in order: the path in the
+    environment variable `env`, copies this process has already mapped (torch's), stem.so* in
+    each of library_dirs() (newest version first; never NVRTC's builtins or .alt. variants),
+    then the bare sonames for the dynamic loader's own search."""
+    paths = []
+    if env and os.environ.get(env):
+        paths.append(os.environ[env])
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                p = line.split()[-1]
+                if os.path.basename(p).startswith(stem + ".so"):
+                    paths.append(p)
+    except OSError:
+        pass
+    for d in library_dirs():
+        found = [p for p in glob.glob(os.path.join(d, stem + ".so*"))
+                 if "builtins" not in os.path.basename(p) and ".alt." not in os.path.basename(p)]
+        paths += sorted(found, reverse=True)
+    paths += [f"{stem}.so.13", f"{stem}.so.12", f"{stem}.so"]
+    return list(dict.fromkeys(paths))

@@ -1,0 +1,87 @@
+"""The C core's CUDA loader as Python sees it (csrc/cuda_*.c, reached through mmaemu._C).
+
+At import this tells the loader where the shipped kernel sources and fatbins are, where its
+cubin cache goes, and which directories may hold NVRTC (mmaemu._cuda_libs); then it offers the
+loader's queries: the driver's state, devices, whether a kernel loads, NVRTC compiles. The C
+core never calls back into torch or looks for itself: every path comes from here, read once
+(MMAEMU_FATBIN_DIR and MMAEMU_CACHE_DIR included).
+"""
+import os
+
+from . import _C
+from ._cuda_libs import library_dirs
+
+
+def env_flag(name):
+    """True when the environment variable is set to anything but "" or "0"."""
+    v = os.environ.get(name, "")
+    return bool(v) and v != "0"
+
+
+def cache_dir():
+    """MMAEMU_CACHE_DIR, else ${XDG_CACHE_HOME:-~/.cache}/mmaemu (NVRTC cubins, verdicts)."""
+    d = os.environ.get("MMAEMU_CACHE_DIR")
+    if d:
+        return d
+    x = os.environ.get("XDG_CACHE_HOME")
+    return os.path.join(x, "mmaemu") if x else os.path.join(os.path.expanduser("~"), ".cache", "mmaemu")
+
+
+def kernel_dir():
+    """The kernel sources NVRTC compiles: csrc/kernels of a source checkout (so an edited kernel
+    is what runs), else the copy shipped in the package (mmaemu/kernels)."""
+    pkg = os.path.dirname(os.path.abspath(__file__))
+    dev = os.path.join(pkg, "..", "csrc", "kernels")
+    return dev if os.path.isfile(os.path.join(dev, "reference.cu")) else os.path.join(pkg, "kernels")
+
+
+def fatbin_dir():
+    """MMAEMU_FATBIN_DIR (tests and tools), else the fatbins built with the package."""
+    return os.environ.get("MMAEMU_FATBIN_DIR") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "_fatbin")
+
+
+_C.cuda_configure(os.path.normpath(kernel_dir()), fatbin_dir(), cache_dir(), library_dirs())
+
+
+def driver_status():
+    """One line: the driver the loader found, or why there is none."""
+    return _C.cuda_status()
+
+
+def nvrtc_status():
+    """(line, version): where NVRTC was found (or why not), and its version (e.g. 13000)."""
+    return _C.nvrtc_status()
+
+
+def nvrtc_compile(module, arch):
+    """Compiles a shipped kernel source ("reference", "ieee", "wgmma") for `arch` with NVRTC
+    (no GPU needed). Returns (ok, image bytes, detail: NVRTC's location or its log)."""
+    return _C.nvrtc_compile(module, arch)
+
+
+def device_count():
+    """CUDA devices the driver sees (0 without a driver or with MMAEMU_DISABLE_CUDA=1)."""
+    if env_flag("MMAEMU_DISABLE_CUDA"):
+        return 0
+    return _C.cuda_device_count()
+
+
+_info_cache = {}
+
+
+def device_info(device=0):
+    """Name, compute capability, SMs, driver version and UUID of a CUDA device, or None."""
+    if device not in _info_cache:
+        _info_cache[device] = _C.cuda_device_info(device)
+    return _info_cache[device]
+
+
+_check_cache = {}
+
+
+def kernel_check(device, kernel):
+    """(ok, detail): loads the kernel's module on the device (fatbin, else NVRTC) or says why not."""
+    key = (device, kernel)
+    if key not in _check_cache:
+        _check_cache[key] = _C.cuda_kernel_check(device, kernel)
+    return _check_cache[key]

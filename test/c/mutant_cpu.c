@@ -1,0 +1,15 @@
+/* mutant_cpu.c: a cpu backend one bit wrong, which the fuzz harness must report
+ * (test/test_c_lint.py: the harness is not a check that cannot fail). */
+#include "mmaemu.h"
+/* A wrong `cpu` backend: the reference with the last output element's lowest bit flipped. */
+int mmaemu_gemm_cpu(const mm_gemm* g, int threads) {
+    (void)threads;
+    const int rc = mmaemu_gemm_reference(g);
+    if (rc == MM_OK && g->M > 0 && g->N > 0) {
+        uint8_t* last = (uint8_t*)g->out + ((g->M - 1) * g->ldo + g->N - 1) * mm_out_size(g->out_kind);
+        *last ^= 1u;
+    }
+    return rc;
+}
+/* The harness also runs every SIMD path by name: this backend has one. */
+const char* mmaemu_cpu_simd_paths(void) { return "portable"; }
