@@ -1,8 +1,8 @@
 """mmaemu: the exact bits of NVIDIA FP8 tensor-core GEMMs, on any CPU or CUDA GPU."""
 import torch  # noqa: F401  (loads libtorch before the extension)
 
-from . import _C  # noqa: F401  (registers torch.ops.mmaemu.*)
-from . import _meta  # noqa: F401  (fake kernels for torch.compile)
+from . import ops  # noqa: F401  (defines torch.ops.mmaemu.*: schemas, fake kernels)
+from . import _C  # noqa: F401  (registers the C++ kernels of scaled_mm, accumulate, mma)
 from .errors import (BackendFallbackWarning, BackendUnavailableError, ExperimentalPresetWarning,
                      MmaemuError, ReferenceRejectsError, SplitKUnknownError,
                      UnsupportedFeatureError, UnvalidatedEnvelopeWarning, UnverifiedSplitWarning)

@@ -1,0 +1,185 @@
+"""Every torch.ops.mmaemu op: its schema, its fake kernel, and the planning ops' implementations.
+
+Two kinds of op:
+- the kernel ops `scaled_mm`, `accumulate`, `mma`: C++ kernels (csrc/torch_ops.cpp registers
+  them for CPU and CUDA) that execute a given plan: preset, split, scheme, backend, epilogue.
+- the planning ops `profile_scaled_mm`, `profile_accumulate`: one opaque op for the whole public
+  call. Their Python implementation validates the concrete tensors, plans from the concrete sizes
+  and calls the kernel op (api.run_scaled_mm / api.run_accumulate, the functions eager
+  mmaemu.scaled_mm / accumulate call). Under torch.compile, torch.export, torch.jit.trace and
+  TorchScript the graph keeps this op whole, so the checks and the split decision happen each
+  time the graph runs, for the actual shape, and a refusal keeps its mmaemu class.
+
+The fake kernels only give the result's shape and dtype (one rule, `result_dtype`); they never
+raise, so a refused call is refused when the op runs, with the class and message of eager mode.
+The dispatcher accepts the C++ kernels registered before these schemas and checks their
+signatures against them when the schemas are defined (torch 2.13).
+"""
+import torch
+
+__all__ = ["SCHEMAS", "encode_splitk", "decode_splitk", "splitk_text", "result_dtype"]
+
+SCHEMAS = {
+    "scaled_mm": (
+        "scaled_mm(Tensor mat1, Tensor mat2, Tensor scale_a, Tensor scale_b, Tensor? bias=None, "
+        "Tensor? scale_result=None, ScalarType? out_dtype=None, bool use_fast_accum=False, "
+        "str preset=\"hopper\", int splits=1, str scheme=\"none\", str backend=\"auto\", "
+        "int epilogue=0) -> Tensor"),
+    "accumulate": (
+        "accumulate(Tensor x, Tensor w, bool use_fast_accum, str preset=\"hopper\", int splits=1, "
+        "str scheme=\"none\", str backend=\"auto\") -> Tensor"),
+    "mma": "mma(Tensor a, Tensor b, Tensor c, str preset=\"hopper\") -> Tensor",
+    "profile_scaled_mm": (
+        "profile_scaled_mm(Tensor mat1, Tensor mat2, Tensor scale_a, Tensor scale_b, "
+        "Tensor? bias=None, Tensor? scale_result=None, ScalarType? out_dtype=None, "
+        "bool use_fast_accum=False, str? profile=None, str? backend=None, str splitk=\"auto\", "
+        "bool? grad_mode=None) -> Tensor"),
+    "profile_accumulate": (
+        "profile_accumulate(Tensor x, Tensor w, bool use_fast_accum, str? profile=None, "
+        "str? backend=None, str splitk=\"auto\", bool? grad_mode=None) -> Tensor"),
+}
+
+_lib = torch.library.Library("mmaemu", "DEF")
+for _schema in SCHEMAS.values():
+    _lib.define(_schema)
+
+
+# ---------------------------------------------------------------------------------------------
+# splitk travels through the planning ops' schemas as a string: "auto", "1", "4:contiguous".
+
+def splitk_text(splitk):
+    """The op-schema string of any `splitk` value, unchecked: decode_splitk gives the value
+    back, so the op's implementation checks it as mmaemu.scaled_mm does (same error)."""
+    if isinstance(splitk, str):
+        return splitk if splitk == "auto" else "str:" + splitk
+    if isinstance(splitk, bool):
+        return f"bool:{splitk}"
+    if isinstance(splitk, int):
+        return str(splitk)
+    if isinstance(splitk, (tuple, list)) and len(splitk) == 2 and isinstance(splitk[1], str) \
+            and isinstance(splitk[0], int) and not isinstance(splitk[0], bool):
+        return f"{splitk[0]}:{splitk[1]}"
+    from .splitk import parse_splitk
+    parse_splitk(splitk, None)      # raises its TypeError for every other value
+    raise AssertionError(f"splitk {splitk!r} has no op encoding")   # pragma: no cover
+
+
+def encode_splitk(splitk, profile=None):
+    """splitk_text of a `splitk` argument checked against the profile as mmaemu.scaled_mm
+    checks it ("auto", 1 or (S, scheme) with a scheme of the profile)."""
+    from .profiles import get_profile
+    from .splitk import parse_splitk
+    parse_splitk(splitk, get_profile(profile))
+    return splitk_text(splitk)
+
+
+def decode_splitk(text):
+    """Inverse of splitk_text."""
+    if text == "auto":
+        return "auto"
+    kind, sep, rest = text.partition(":")
+    if sep and kind == "str":
+        return rest
+    if sep and kind == "bool":
+        return rest == "True"
+    if sep:
+        return int(kind), rest
+    return int(text)
+
+
+# ---------------------------------------------------------------------------------------------
+# Fake kernels: shapes and dtypes only.
+
+def result_dtype(mat1, out_dtype):
+    """torch._scaled_mm's result dtype: out_dtype, else mat1's."""
+    return out_dtype if out_dtype is not None else mat1.dtype
+
+
+def _rows(t):
+    return t.shape[0] if t.dim() > 0 else 0
+
+
+def _cols(t):
+    return t.shape[-1] if t.dim() > 0 else 0
+
+
+@torch.library.register_fake("mmaemu::scaled_mm", lib=_lib)
+def _scaled_mm_fake(mat1, mat2, scale_a, scale_b, bias=None, scale_result=None, out_dtype=None,
+                    use_fast_accum=False, preset="hopper", splits=1, scheme="none",
+                    backend="auto", epilogue=0):
+    return mat1.new_empty((_rows(mat1), _cols(mat2)), dtype=result_dtype(mat1, out_dtype))
+
+
+@torch.library.register_fake("mmaemu::profile_scaled_mm", lib=_lib)
+def _profile_scaled_mm_fake(mat1, mat2, scale_a, scale_b, bias=None, scale_result=None,
+                            out_dtype=None, use_fast_accum=False, profile=None, backend=None,
+                            splitk="auto", grad_mode=None):
+    return _scaled_mm_fake(mat1, mat2, scale_a, scale_b, out_dtype=out_dtype)
+
+
+@torch.library.register_fake("mmaemu::accumulate", lib=_lib)
+def _accumulate_fake(x, w, use_fast_accum, preset="hopper", splits=1, scheme="none",
+                     backend="auto"):
+    return x.new_empty((_rows(x), _rows(w)), dtype=torch.float32)
+
+
+@torch.library.register_fake("mmaemu::profile_accumulate", lib=_lib)
+def _profile_accumulate_fake(x, w, use_fast_accum, profile=None, backend=None, splitk="auto",
+                             grad_mode=None):
+    return _accumulate_fake(x, w, use_fast_accum)
+
+
+@torch.library.register_fake("mmaemu::mma", lib=_lib)
+def _mma_fake(a, b, c, preset="hopper"):
+    return c.new_empty((_rows(a),), dtype=torch.float32)
+
+
+# ---------------------------------------------------------------------------------------------
+# The planning ops' implementation (CPU and CUDA): the public call, from concrete tensors.
+#
+# grad_mode: the caller's grad mode, which the refusal of inputs that require grad depends on
+# (None: the current one). Compiled code (aot_autograd) runs its forward graph with grad mode
+# off, so the planning ops' Autograd kernel, which sees the caller's grad mode while eager code
+# runs and while torch.compile traces, pins it in the call it passes on.
+
+def _in_grad_mode(grad_mode):
+    return torch.is_grad_enabled() if grad_mode is None else grad_mode
+
+
+def profile_scaled_mm(mat1, mat2, scale_a, scale_b, bias=None, scale_result=None,
+                      out_dtype=None, use_fast_accum=False, profile=None, backend=None,
+                      splitk="auto", grad_mode=None):
+    """mmaemu.scaled_mm as one op (torch 2.7.1 _scaled_mm arguments plus the profile's).
+    Its result is always a new tensor, as an op's must be."""
+    from .api import run_scaled_mm
+    with torch.set_grad_enabled(_in_grad_mode(grad_mode)):
+        return run_scaled_mm(mat1, mat2, scale_a, scale_b, bias, scale_result, out_dtype,
+                             use_fast_accum, profile=profile, backend=backend,
+                             splitk=decode_splitk(splitk), stacklevel=1)
+
+
+def profile_accumulate(x, w, use_fast_accum, profile=None, backend=None, splitk="auto",
+                       grad_mode=None):
+    """mmaemu.accumulate as one op."""
+    from .api import run_accumulate
+    with torch.set_grad_enabled(_in_grad_mode(grad_mode)):
+        return run_accumulate(x, w, use_fast_accum, profile=profile, backend=backend,
+                              splitk=decode_splitk(splitk), stacklevel=1)
+
+
+def _pinning_grad_mode(op):
+    names = [a.name for a in op._schema.arguments]
+
+    def autograd_kernel(*args, **kwargs):
+        bound = dict(zip(names, args), **kwargs)
+        bound["grad_mode"] = _in_grad_mode(bound.get("grad_mode"))
+        with torch._C._AutoDispatchBelowAutograd():
+            return op(**bound)
+    return autograd_kernel
+
+
+for _name, _impl in (("profile_scaled_mm", profile_scaled_mm),
+                     ("profile_accumulate", profile_accumulate)):
+    _lib.impl(_name, _impl, "CPU")
+    _lib.impl(_name, _impl, "CUDA")
+    _lib.impl(_name, _pinning_grad_mode(getattr(torch.ops.mmaemu, _name).default), "Autograd")
