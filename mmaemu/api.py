@@ -2,7 +2,7 @@
 import torch
 
 from . import errors
-from .ops import splitk_text
+from .ops import splitk_args
 from .plan import build_plan, dtype_name, emit, flush_denormal_check
 from .profiles import get_preset
 from .validation import (validate_accumulate, validate_accumulate_types, validate_mma,
@@ -71,9 +71,10 @@ def scaled_mm(mat1, mat2, scale_a, scale_b, bias=None, scale_result=None, out_dt
                              use_fast_accum, profile, backend, splitk, stacklevel=2)
     validate_scaled_mm_types(mat1, mat2, scale_a, scale_b, bias, scale_result, out_dtype,
                              use_fast_accum)
+    text, number = splitk_args(splitk)
     return torch.ops.mmaemu.profile_scaled_mm(mat1, mat2, scale_a, scale_b, bias, scale_result,
                                               out_dtype, use_fast_accum, _profile_name(profile),
-                                              backend, splitk_text(splitk))
+                                              backend, text, None, number)
 
 
 def accumulate(x, w, *, use_fast_accum, profile=None, backend=None, splitk="auto"):
@@ -85,8 +86,9 @@ def accumulate(x, w, *, use_fast_accum, profile=None, backend=None, splitk="auto
     if not _traced():
         return run_accumulate(x, w, use_fast_accum, profile, backend, splitk, stacklevel=2)
     validate_accumulate_types(x, w, use_fast_accum)
+    text, number = splitk_args(splitk)
     return torch.ops.mmaemu.profile_accumulate(x, w, use_fast_accum, _profile_name(profile),
-                                               backend, splitk_text(splitk))
+                                               backend, text, None, number)
 
 
 def mma(a, b, c, preset="hopper"):

@@ -17,7 +17,7 @@ signatures against them when the schemas are defined (torch 2.13).
 """
 import torch
 
-__all__ = ["SCHEMAS", "encode_splitk", "decode_splitk", "splitk_text", "result_dtype"]
+__all__ = ["SCHEMAS", "encode_splitk", "decode_splitk", "splitk_args", "result_dtype"]
 
 SCHEMAS = {
     "scaled_mm": (
@@ -33,10 +33,11 @@ SCHEMAS = {
         "profile_scaled_mm(Tensor mat1, Tensor mat2, Tensor scale_a, Tensor scale_b, "
         "Tensor? bias=None, Tensor? scale_result=None, ScalarType? out_dtype=None, "
         "bool use_fast_accum=False, str? profile=None, str? backend=None, str splitk=\"auto\", "
-        "bool? grad_mode=None) -> Tensor"),
+        "bool? grad_mode=None, SymInt splitk_int=0) -> Tensor"),
     "profile_accumulate": (
         "profile_accumulate(Tensor x, Tensor w, bool use_fast_accum, str? profile=None, "
-        "str? backend=None, str splitk=\"auto\", bool? grad_mode=None) -> Tensor"),
+        "str? backend=None, str splitk=\"auto\", bool? grad_mode=None, SymInt splitk_int=0) "
+        "-> Tensor"),
 }
 
 _lib = torch.library.Library("mmaemu", "DEF")
@@ -45,46 +46,52 @@ for _schema in SCHEMAS.values():
 
 
 # ---------------------------------------------------------------------------------------------
-# splitk travels through the planning ops' schemas as a string: "auto", "1", "4:contiguous".
+# splitk travels through the planning ops' schemas as a string, "auto", "1", "4:contiguous",
+# or, from traced code, as a string and an int: ("int", 1), ("int:contiguous", 4). (Traced code
+# cannot turn an int into text: torch.compile(dynamic=True) makes a closure's ints symbolic.)
 
-def splitk_text(splitk):
-    """The op-schema string of any `splitk` value, unchecked: decode_splitk gives the value
-    back, so the op's implementation checks it as mmaemu.scaled_mm does (same error)."""
+def splitk_args(splitk):
+    """(splitk, splitk_int) of the planning op for any `splitk` value, unchecked: decode_splitk
+    gives the value back, so the op checks it as mmaemu.scaled_mm does (same error)."""
     if isinstance(splitk, str):
-        return splitk if splitk == "auto" else "str:" + splitk
+        return (splitk if splitk == "auto" else "str:" + splitk), 0
     if isinstance(splitk, bool):
-        return f"bool:{splitk}"
+        return f"bool:{splitk}", 0
     if isinstance(splitk, int):
-        return str(splitk)
+        return "int", splitk
     if isinstance(splitk, (tuple, list)) and len(splitk) == 2 and isinstance(splitk[1], str) \
             and isinstance(splitk[0], int) and not isinstance(splitk[0], bool):
-        return f"{splitk[0]}:{splitk[1]}"
+        return "int:" + splitk[1], splitk[0]
     from .splitk import parse_splitk
     parse_splitk(splitk, None)      # raises its TypeError for every other value
     raise AssertionError(f"splitk {splitk!r} has no op encoding")   # pragma: no cover
 
 
 def encode_splitk(splitk, profile=None):
-    """splitk_text of a `splitk` argument checked against the profile as mmaemu.scaled_mm
-    checks it ("auto", 1 or (S, scheme) with a scheme of the profile)."""
+    """The op-schema string of a `splitk` argument ("auto", "1", "4:contiguous"), checked
+    against the profile as mmaemu.scaled_mm checks it."""
     from .profiles import get_profile
     from .splitk import parse_splitk
     parse_splitk(splitk, get_profile(profile))
-    return splitk_text(splitk)
+    if isinstance(splitk, str):
+        return splitk
+    if isinstance(splitk, int):
+        return str(splitk)
+    return f"{int(splitk[0])}:{splitk[1]}"
 
 
-def decode_splitk(text):
-    """Inverse of splitk_text."""
+def decode_splitk(text, splitk_int=0):
+    """The `splitk` value of the planning op's (splitk, splitk_int)."""
     if text == "auto":
         return "auto"
     kind, sep, rest = text.partition(":")
-    if sep and kind == "str":
+    if kind == "str" and sep:
         return rest
-    if sep and kind == "bool":
+    if kind == "bool" and sep:
         return rest == "True"
-    if sep:
-        return int(kind), rest
-    return int(text)
+    if kind == "int":
+        return (splitk_int, rest) if sep else splitk_int
+    return (int(kind), rest) if sep else int(text)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -113,7 +120,7 @@ def _scaled_mm_fake(mat1, mat2, scale_a, scale_b, bias=None, scale_result=None, 
 @torch.library.register_fake("mmaemu::profile_scaled_mm", lib=_lib)
 def _profile_scaled_mm_fake(mat1, mat2, scale_a, scale_b, bias=None, scale_result=None,
                             out_dtype=None, use_fast_accum=False, profile=None, backend=None,
-                            splitk="auto", grad_mode=None):
+                            splitk="auto", grad_mode=None, splitk_int=0):
     return _scaled_mm_fake(mat1, mat2, scale_a, scale_b, out_dtype=out_dtype)
 
 
@@ -125,7 +132,7 @@ def _accumulate_fake(x, w, use_fast_accum, preset="hopper", splits=1, scheme="no
 
 @torch.library.register_fake("mmaemu::profile_accumulate", lib=_lib)
 def _profile_accumulate_fake(x, w, use_fast_accum, profile=None, backend=None, splitk="auto",
-                             grad_mode=None):
+                             grad_mode=None, splitk_int=0):
     return _accumulate_fake(x, w, use_fast_accum)
 
 
@@ -148,23 +155,23 @@ def _in_grad_mode(grad_mode):
 
 def profile_scaled_mm(mat1, mat2, scale_a, scale_b, bias=None, scale_result=None,
                       out_dtype=None, use_fast_accum=False, profile=None, backend=None,
-                      splitk="auto", grad_mode=None):
+                      splitk="auto", grad_mode=None, splitk_int=0):
     """mmaemu.scaled_mm as one op (torch 2.7.1 _scaled_mm arguments plus the profile's).
     Its result is always a new tensor, as an op's must be."""
     from .api import run_scaled_mm
     with torch.set_grad_enabled(_in_grad_mode(grad_mode)):
         return run_scaled_mm(mat1, mat2, scale_a, scale_b, bias, scale_result, out_dtype,
                              use_fast_accum, profile=profile, backend=backend,
-                             splitk=decode_splitk(splitk), stacklevel=1)
+                             splitk=decode_splitk(splitk, splitk_int), stacklevel=1)
 
 
 def profile_accumulate(x, w, use_fast_accum, profile=None, backend=None, splitk="auto",
-                       grad_mode=None):
+                       grad_mode=None, splitk_int=0):
     """mmaemu.accumulate as one op."""
     from .api import run_accumulate
     with torch.set_grad_enabled(_in_grad_mode(grad_mode)):
         return run_accumulate(x, w, use_fast_accum, profile=profile, backend=backend,
-                              splitk=decode_splitk(splitk), stacklevel=1)
+                              splitk=decode_splitk(splitk, splitk_int), stacklevel=1)
 
 
 def _pinning_grad_mode(op):
@@ -180,6 +187,8 @@ def _pinning_grad_mode(op):
 
 for _name, _impl in (("profile_scaled_mm", profile_scaled_mm),
                      ("profile_accumulate", profile_accumulate)):
-    _lib.impl(_name, _impl, "CPU")
-    _lib.impl(_name, _impl, "CUDA")
+    # Meta too: eager calls with meta tensors are validated (and refused) as real ones; the
+    # fake kernel serves torch.compile's fake tensors only.
+    for _key in ("CPU", "CUDA", "Meta"):
+        _lib.impl(_name, _impl, _key)
     _lib.impl(_name, _pinning_grad_mode(getattr(torch.ops.mmaemu, _name).default), "Autograd")

@@ -1,0 +1,190 @@
+"""One op layer: every way of calling mmaemu gives the eager outcome.
+
+Each case is a scaled_mm call (test_validation.py's bad-input table, and every refusal: bias,
+row-wise scales on Ada, grad mode, E5M2 x E5M2, layouts, divisibility, an unknown split). Its
+eager outcome (the result's bits, or the exception's class and message) must be what eager
+mmaemu.scaled_mm, torch.compile (inductor and aot_eager, fullgraph, static and dynamic
+shapes), torch.export, torch.jit.trace and emulate() give. TorchScript turns every exception
+into torch.jit.Error: there the test checks exactly that, with the eager message inside.
+One compiled function per compile mode serves every case (compiles are slow).
+"""
+import warnings
+from typing import Optional
+
+import pytest
+import torch
+
+import mmaemu
+from mmaemu.nn import EmulatedFP8Linear
+from mmaemu.testing import bits
+
+from test_validation import BAD_INPUTS, args, fp8, weight_t
+
+E4M3, E5M2 = torch.float8_e4m3fn, torch.float8_e5m2
+NAMES = ("mat1", "mat2", "scale_a", "scale_b", "bias", "scale_result", "out_dtype",
+         "use_fast_accum")
+BF16 = dict(out_dtype=torch.bfloat16)
+
+
+def _full(a, profile="hopper", splitk=1):
+    call = {n: a.get(n) for n in NAMES}
+    call["use_fast_accum"] = a.get("use_fast_accum", False)
+    return call, profile, splitk
+
+
+def _bad_table_cases():
+    for name, build, verdict, run_op in BAD_INPUTS:
+        if verdict is None and not run_op:
+            continue    # accepted, and too large to compute here (2**27 rows)
+        yield name, (lambda build=build: _full(build()))
+
+
+REFUSALS = [
+    ("bias with an fp32 output", lambda: _full(args(out_dtype=torch.float32,
+                                                    bias=torch.ones(16, dtype=torch.bfloat16)))),
+    ("fp32 bias", lambda: _full(args(out_dtype=torch.bfloat16, bias=torch.ones(16)))),
+    ("fp16 bias for a bf16 output", lambda: _full(args(out_dtype=torch.bfloat16,
+                                                       bias=torch.ones(16, dtype=torch.half)))),
+    ("bias of 8 elements", lambda: _full(args(bias=torch.ones(8, dtype=torch.bfloat16),
+                                              out_dtype=torch.bfloat16))),
+    ("row-wise scales on ada", lambda: _full(args(scale_a=torch.ones(16, 1),
+                                                  scale_b=torch.ones(1, 16), **BF16), "ada")),
+    ("row-wise scales with splitk=(2, ...)", lambda: _full(
+        args(scale_a=torch.ones(16, 1), scale_b=torch.ones(1, 16), **BF16), "hopper",
+        (2, "contiguous"))),
+    ("scale_a requires grad", lambda: _full(args(scale_a=torch.ones((), requires_grad=True)))),
+    ("row-major mat2, fp32 output", lambda: _full(args(mat2=fp8(32, 16), out_dtype=torch.float32))),
+    ("column-major mat1, bf16 output", lambda: _full(args(mat1=fp8(32, 16).t(), **BF16))),
+    ("K = 40", lambda: _full(args(K=40, **BF16))),
+    ("N = 24", lambda: _full(args(N=24, **BF16))),
+    ("e5m2 x e5m2, bf16 output", lambda: _full(args(mat1=fp8(16, 32, E5M2),
+                                                    mat2=weight_t(16, 32, E5M2), **BF16))),
+    ("unknown split (splitk='auto')", lambda: _full(args(**BF16), "hopper", "auto")),
+    ("splitk=2", lambda: _full(args(**BF16), "hopper", 2)),
+    ("unknown profile", lambda: _full(args(**BF16), "h100", 1)),
+]
+
+CASES = list(_bad_table_cases()) + REFUSALS
+IDS = [name for name, _ in CASES]
+
+
+def outcome(fn):
+    """('returns', dtype, shape, bit patterns) or ('raises', class, message)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            y = fn()
+    except Exception as e:      # noqa: BLE001  (the outcome is what is compared)
+        return ("raises", type(e), str(e))
+    if y.device.type == "meta":
+        return ("returns", y.dtype, tuple(y.shape), None)
+    return ("returns", y.dtype, tuple(y.shape), bits(y).flatten().tolist())
+
+
+def gemm_for(profile, splitk):
+    """The function a user compiles: profile and splitk are constants of the traced code."""
+    def gemm(mat1, mat2, scale_a, scale_b, bias, scale_result, out_dtype, use_fast_accum):
+        return mmaemu.scaled_mm(mat1, mat2, scale_a, scale_b, bias, scale_result, out_dtype,
+                                use_fast_accum, profile=profile, splitk=splitk)
+    return gemm
+
+
+COMPILE_MODES = [("aot_eager", False), ("aot_eager", True), ("inductor", False),
+                 ("inductor", True)]
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    """compiled(mode, profile, splitk): one compiled function per mode and constants."""
+    cache = {}
+
+    def get(mode, profile, splitk):
+        key = (mode, profile, repr(splitk))
+        if key not in cache:
+            cache[key] = torch.compile(gemm_for(profile, splitk), fullgraph=True,
+                                       backend=mode[0], dynamic=mode[1])
+        return cache[key]
+    torch._dynamo.reset()
+    with torch._dynamo.config.patch(recompile_limit=10_000, accumulated_recompile_limit=10_000):
+        yield get
+    torch._dynamo.reset()
+
+
+class Exported(torch.nn.Module):
+    """A module over the call's tensor arguments (None ones are constants of the module)."""
+
+    def __init__(self, call, profile, splitk):
+        super().__init__()
+        self.call, self.profile, self.splitk = call, profile, splitk
+        self.names = [n for n in NAMES[:6] if call[n] is not None]
+
+    def inputs(self):
+        return tuple(self.call[n] for n in self.names)
+
+    def forward(self, *tensors):
+        a = dict(self.call, **dict(zip(self.names, tensors)))
+        return gemm_for(self.profile, self.splitk)(**a)
+
+
+class Scripted(torch.nn.Module):
+    """TorchScript code calling the planning op (what EmulatedFP8Linear scripts to)."""
+
+    def forward(self, mat1, mat2, scale_a, scale_b, bias: Optional[torch.Tensor],
+                scale_result: Optional[torch.Tensor], out_dtype: Optional[torch.dtype],
+                use_fast_accum: bool, profile: str, splitk: str):
+        return torch.ops.mmaemu.profile_scaled_mm(mat1, mat2, scale_a, scale_b, bias,
+                                                  scale_result, out_dtype, use_fast_accum,
+                                                  profile, None, splitk)
+
+
+def _tensors_only(call):
+    return all(isinstance(call[n], torch.Tensor) or (call[n] is None and n in ("bias",
+               "scale_result")) for n in NAMES[:6])
+
+
+@pytest.mark.parametrize("name,build", CASES, ids=IDS)
+def test_every_path_gives_the_eager_outcome(name, build, compiled):
+    call, profile, splitk = build()
+    expected = outcome(lambda: gemm(**call, profile=profile, splitk=splitk))
+    got = {}
+    for mode, fn in compiled.items():
+        got[f"compile {mode}"] = outcome(lambda: fn(**call, profile=profile, splitk=splitk))
+    tensors = [call[n] for n in NAMES[:6]]
+    if _tensors_only(call):
+        def traced():
+            m = Exported(call["out_dtype"], call["use_fast_accum"], profile, splitk)
+            return torch.jit.trace(m, tuple(tensors), check_trace=False)(*tensors)
+        got["jit.trace"] = outcome(traced)
+
+        def exported():
+            m = Exported(call["out_dtype"], call["use_fast_accum"], profile, splitk)
+            return torch.export.export(m, tuple(tensors)).module()(*tensors)
+        got["torch.export"] = outcome(exported)
+    with mmaemu.emulate(profile=profile, splitk=splitk) if _emulatable(profile, splitk) \
+            else _raises_like(expected) as ctx:
+        if ctx is not None:
+            got["emulate"] = outcome(lambda: torch._scaled_mm(*tensors, call["out_dtype"],
+                                                              call["use_fast_accum"]))
+    for path, result in got.items():
+        assert result == expected, f"{name}: {path}"
+
+
+def _emulatable(profile, splitk):
+    try:
+        mmaemu.emulate(profile=profile, splitk=splitk)
+        return True
+    except (KeyError, ValueError, TypeError):
+        return False
+
+
+class _raises_like:
+    """emulate() checks profile and splitk when it is made: nothing to call then."""
+
+    def __init__(self, expected):
+        self.expected = expected
+
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
