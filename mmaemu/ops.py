@@ -33,10 +33,10 @@ SCHEMAS = {
         "profile_scaled_mm(Tensor mat1, Tensor mat2, Tensor scale_a, Tensor scale_b, "
         "Tensor? bias=None, Tensor? scale_result=None, ScalarType? out_dtype=None, "
         "bool use_fast_accum=False, str? profile=None, str? backend=None, str splitk=\"auto\", "
-        "bool? grad_mode=None, SymInt splitk_int=0) -> Tensor"),
+        "int? grad_inputs=None, SymInt splitk_int=0) -> Tensor"),
     "profile_accumulate": (
         "profile_accumulate(Tensor x, Tensor w, bool use_fast_accum, str? profile=None, "
-        "str? backend=None, str splitk=\"auto\", bool? grad_mode=None, SymInt splitk_int=0) "
+        "str? backend=None, str splitk=\"auto\", int? grad_inputs=None, SymInt splitk_int=0) "
         "-> Tensor"),
 }
 
@@ -120,7 +120,7 @@ def _scaled_mm_fake(mat1, mat2, scale_a, scale_b, bias=None, scale_result=None, 
 @torch.library.register_fake("mmaemu::profile_scaled_mm", lib=_lib)
 def _profile_scaled_mm_fake(mat1, mat2, scale_a, scale_b, bias=None, scale_result=None,
                             out_dtype=None, use_fast_accum=False, profile=None, backend=None,
-                            splitk="auto", grad_mode=None, splitk_int=0):
+                            splitk="auto", grad_inputs=None, splitk_int=0):
     return _scaled_mm_fake(mat1, mat2, scale_a, scale_b, out_dtype=out_dtype)
 
 
@@ -132,7 +132,7 @@ def _accumulate_fake(x, w, use_fast_accum, preset="hopper", splits=1, scheme="no
 
 @torch.library.register_fake("mmaemu::profile_accumulate", lib=_lib)
 def _profile_accumulate_fake(x, w, use_fast_accum, profile=None, backend=None, splitk="auto",
-                             grad_mode=None, splitk_int=0):
+                             grad_inputs=None, splitk_int=0):
     return _accumulate_fake(x, w, use_fast_accum)
 
 
@@ -144,42 +144,62 @@ def _mma_fake(a, b, c, preset="hopper"):
 # ---------------------------------------------------------------------------------------------
 # The planning ops' implementation (CPU and CUDA): the public call, from concrete tensors.
 #
-# grad_mode: the caller's grad mode, which the refusal of inputs that require grad depends on
-# (None: the current one). Compiled code (aot_autograd) runs its forward graph with grad mode
-# off, so the planning ops' Autograd kernel, which sees the caller's grad mode while eager code
-# runs and while torch.compile traces, pins it in the call it passes on.
+# grad_inputs: which tensor arguments (bit i: the i-th) require grad while grad mode is on, as
+# the caller saw them (None: look now). mmaemu refuses those. Compiled code (aot_autograd) runs
+# its forward graph with grad mode off, on intermediates that no longer require grad, so the
+# planning ops' Autograd kernel, which sees the caller's view while eager code runs and while
+# torch.compile traces, pins it in the call it passes on.
 
-def _in_grad_mode(grad_mode):
-    return torch.is_grad_enabled() if grad_mode is None else grad_mode
+def _tensor_names(op):
+    return [a.name for a in op._schema.arguments if "Tensor" in str(a.type)]
+
+
+def _grad_inputs(tensors):
+    if not torch.is_grad_enabled():
+        return 0
+    return sum(1 << i for i, t in enumerate(tensors) if t is not None and t.requires_grad)
+
+
+def _as_the_caller_saw(tensors, grad_inputs):
+    """The tensors as the caller saw them: grad mode and requires_grad as pinned."""
+    if grad_inputs is None:
+        return tensors, torch.is_grad_enabled()
+    seen = [t.detach().requires_grad_() if grad_inputs >> i & 1 and not t.requires_grad else t
+            for i, t in enumerate(tensors)]
+    return seen, grad_inputs != 0
 
 
 def profile_scaled_mm(mat1, mat2, scale_a, scale_b, bias=None, scale_result=None,
                       out_dtype=None, use_fast_accum=False, profile=None, backend=None,
-                      splitk="auto", grad_mode=None, splitk_int=0):
+                      splitk="auto", grad_inputs=None, splitk_int=0):
     """mmaemu.scaled_mm as one op (torch 2.7.1 _scaled_mm arguments plus the profile's).
     Its result is always a new tensor, as an op's must be."""
     from .api import run_scaled_mm
-    with torch.set_grad_enabled(_in_grad_mode(grad_mode)):
+    (mat1, mat2, scale_a, scale_b, bias, scale_result), grad = _as_the_caller_saw(
+        (mat1, mat2, scale_a, scale_b, bias, scale_result), grad_inputs)
+    with torch.set_grad_enabled(grad):
         return run_scaled_mm(mat1, mat2, scale_a, scale_b, bias, scale_result, out_dtype,
                              use_fast_accum, profile=profile, backend=backend,
                              splitk=decode_splitk(splitk, splitk_int), stacklevel=1)
 
 
 def profile_accumulate(x, w, use_fast_accum, profile=None, backend=None, splitk="auto",
-                       grad_mode=None, splitk_int=0):
+                       grad_inputs=None, splitk_int=0):
     """mmaemu.accumulate as one op."""
     from .api import run_accumulate
-    with torch.set_grad_enabled(_in_grad_mode(grad_mode)):
+    (x, w), grad = _as_the_caller_saw((x, w), grad_inputs)
+    with torch.set_grad_enabled(grad):
         return run_accumulate(x, w, use_fast_accum, profile=profile, backend=backend,
                               splitk=decode_splitk(splitk, splitk_int), stacklevel=1)
 
 
-def _pinning_grad_mode(op):
-    names = [a.name for a in op._schema.arguments]
+def _pinning_grad_inputs(op):
+    names, tensor_names = [a.name for a in op._schema.arguments], _tensor_names(op)
 
     def autograd_kernel(*args, **kwargs):
         bound = dict(zip(names, args), **kwargs)
-        bound["grad_mode"] = _in_grad_mode(bound.get("grad_mode"))
+        if bound.get("grad_inputs") is None:
+            bound["grad_inputs"] = _grad_inputs([bound.get(n) for n in tensor_names])
         with torch._C._AutoDispatchBelowAutograd():
             return op(**bound)
     return autograd_kernel
@@ -191,4 +211,4 @@ for _name, _impl in (("profile_scaled_mm", profile_scaled_mm),
     # fake kernel serves torch.compile's fake tensors only.
     for _key in ("CPU", "CUDA", "Meta"):
         _lib.impl(_name, _impl, _key)
-    _lib.impl(_name, _pinning_grad_mode(getattr(torch.ops.mmaemu, _name).default), "Autograd")
+    _lib.impl(_name, _pinning_grad_inputs(getattr(torch.ops.mmaemu, _name).default), "Autograd")

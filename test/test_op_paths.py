@@ -195,3 +195,119 @@ def test_every_path_gives_the_eager_outcome(name, build, compiled):
         assert scripted == expected
     elif scripted[0] == "raises" and scripted[1] is not expected[1]:
         assert scripted[1] is RuntimeError and expected[2] in scripted[2], name
+
+
+# ---------------------------------------------------------------------------------------------
+# Valid calls: the same bits through every path, for several M in one compiled function; the
+# split is decided for each call's own M (N = 64, K = 8192: hopper's table splits K in 3 for
+# M >= 16; M = 8 is unknown to it).
+
+def _operands(M, N=64, K=8192, seed=0):
+    g = torch.Generator().manual_seed(seed + M)
+    x = (torch.randn(M, K, generator=g) * 2).to(E4M3)
+    w = (torch.randn(N, K, generator=g) * 2).to(E4M3)
+    return x, w.t(), torch.tensor(0.5), torch.tensor(2.0)
+
+
+VALID = dict(bias=None, scale_result=None, out_dtype=torch.bfloat16, use_fast_accum=True)
+
+
+@pytest.mark.parametrize("profile,splitk", [("hopper", "auto"), ("hopper-ws0", "auto"),
+                                            ("hopper", 1)])
+def test_valid_calls_give_eager_bits_on_every_path(profile, splitk, compiled):
+    gemm = gemm_for(profile, splitk)
+    eager = {M: outcome(lambda: gemm(*_operands(M), **VALID)) for M in (16, 32, 48, 8)}
+    assert eager[16][0] == "returns"
+    if (profile, splitk) == ("hopper", "auto"):
+        assert eager[8][1] is mmaemu.SplitKUnknownError      # decided per M, at run time
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            one = gemm_for("hopper", 1)(*_operands(16), **VALID)
+        assert bits(one).flatten().tolist() != eager[16][3]     # S = 3 gives other bits here
+    for mode in COMPILE_MODES:
+        fn = compiled(mode, profile, splitk)
+        for M in (16, 32, 48, 8):
+            assert outcome(lambda: fn(*_operands(M), **VALID)) == eager[M], (mode, M)
+    # torch.jit.trace at M = 32, run at other M: the plan is made when the traced op runs.
+    m = Exported(dict(zip(NAMES, (*_operands(32), *VALID.values()))), profile, splitk)
+    traced = torch.jit.trace(m, m.inputs(), check_trace=False)
+    exported = torch.export.export(m, m.inputs(), dynamic_shapes=((
+        {0: torch.export.Dim("M", min=1, max=4096)}, None, None, None),)).module()
+    scripted = torch.jit.script(Scripted())
+    for M in (16, 48, 8):
+        ops_ = _operands(M)
+        assert outcome(lambda: exported(*ops_)) == eager[M], ("export", M)
+        assert outcome(lambda: _emulated(dict(zip(NAMES, (*ops_, *VALID.values()))), profile,
+                                         splitk)) == eager[M], ("emulate", M)
+        got = outcome(lambda: traced(*ops_))
+        script = outcome(lambda: scripted(*ops_, *VALID.values(), profile,
+                                          mmaemu.ops.encode_splitk(splitk, profile)))
+        for path, result in (("jit.trace", got), ("jit.script", script)):
+            if eager[M][0] == "returns":
+                assert result == eager[M], (path, M)
+            else:   # TorchScript: a RuntimeError holding the message
+                assert result[1] is RuntimeError and eager[M][2] in result[2], (path, M)
+
+
+# ---------------------------------------------------------------------------------------------
+# EmulatedFP8Linear: the refusals its input can express, on every path.
+
+def _layer_cases():
+    w = torch.randn(32, 40, generator=torch.Generator().manual_seed(3))
+    x = torch.randn(4, 40, generator=torch.Generator().manual_seed(4))
+    yield "valid", EmulatedFP8Linear(torch.randn(32, 64), 2.0, 8.0, "hopper", splitk=1), \
+        torch.randn(4, 64)
+    yield "K = 40", EmulatedFP8Linear(w, 2.0, 8.0, "hopper", splitk=1), x
+    yield "N = 24", EmulatedFP8Linear(torch.randn(24, 64), 2.0, 8.0, "hopper", splitk=1), \
+        torch.randn(4, 64)
+    yield "fused bias with an fp32 output", EmulatedFP8Linear(
+        torch.randn(32, 64), 2.0, 8.0, "hopper", splitk=1, out_dtype=torch.float32,
+        bias=torch.ones(32), fuse_bias=True), torch.randn(4, 64)
+    yield "input requires grad", EmulatedFP8Linear(torch.randn(32, 64), 2.0, 8.0, "hopper",
+                                                   splitk=1), \
+        torch.randn(4, 64, requires_grad=True)
+    yield "unknown split", EmulatedFP8Linear(torch.randn(32, 64), 2.0, 8.0, "hopper"), \
+        torch.randn(4, 64)
+
+
+@pytest.mark.parametrize("name,layer,x", list(_layer_cases()),
+                         ids=[c[0] for c in _layer_cases()])
+def test_emulated_linear_paths(name, layer, x):
+    expected = outcome(lambda: layer(x))
+    assert (expected[0] == "returns") == (name == "valid"), expected
+    got = {}
+    for backend, dynamic in COMPILE_MODES:
+        fn = torch.compile(layer, fullgraph=True, backend=backend, dynamic=dynamic)
+        got[(backend, dynamic)] = outcome(lambda: fn(x))
+    got["export"] = outcome(lambda: torch.export.export(layer, (x,)).module()(x))
+    for path, result in got.items():
+        assert result == expected, (name, path)
+    scripted = outcome(lambda: torch.jit.script(layer)(x))
+    if expected[0] == "returns":
+        assert scripted == expected
+    else:
+        assert scripted[1] is RuntimeError and expected[2] in scripted[2]
+
+
+def test_accumulate_paths(compiled):
+    def acc(x, w):
+        return mmaemu.accumulate(x, w, use_fast_accum=True, splitk="auto")
+    cases = [_operands(M)[:2] for M in (16, 32, 8)]
+    cases = [(x, wt.t()) for x, wt in cases] + [
+        (fp8(16, 40), fp8(16, 40)),                             # K not divisible by 16
+        (fp8(16, 32, E5M2), fp8(16, 32, E5M2)),                  # e5m2 x e5m2
+        (fp8(16, 32), fp8(32, 16).t())]                          # w column-major
+    fns = {mode: torch.compile(acc, fullgraph=True, backend=mode[0], dynamic=mode[1])
+           for mode in (("aot_eager", True), ("inductor", True))}
+    for x, w in cases:
+        expected = outcome(lambda: acc(x, w))
+        for mode, fn in fns.items():
+            assert outcome(lambda: fn(x, w)) == expected, mode
+        assert outcome(lambda: torch.export.export(_Acc(), (x, w))
+                       .module()(x, w)) == expected
+    assert outcome(lambda: acc(*cases[2]))[1] is mmaemu.SplitKUnknownError
+
+
+class _Acc(torch.nn.Module):
+    def forward(self, x, w):
+        return mmaemu.accumulate(x, w, use_fast_accum=True, splitk="auto")
