@@ -414,21 +414,9 @@ at::Tensor mma(const at::Tensor& a_in, const at::Tensor& b_in, const at::Tensor&
 
 }  // namespace
 
-TORCH_LIBRARY(mmaemu, m) {
-  m.def(
-      "scaled_mm(Tensor mat1, Tensor mat2, Tensor scale_a, Tensor scale_b, Tensor? bias=None, "
-      "Tensor? scale_result=None, ScalarType? out_dtype=None, bool use_fast_accum=False, "
-      "str preset=\"hopper\", int splits=1, str scheme=\"none\", str backend=\"auto\", "
-      "int epilogue=0) -> Tensor");
-  m.def(
-      "accumulate(Tensor x, Tensor w, bool use_fast_accum, str preset=\"hopper\", int splits=1, "
-      "str scheme=\"none\", str backend=\"auto\") -> Tensor");
-  m.def("mma(Tensor a, Tensor b, Tensor c, str preset=\"hopper\") -> Tensor");
-  m.def(
-      "scaled_mm_tiles(Tensor mat1, Tensor mat2, Tensor scale_a, Tensor scale_b, Tensor? bias, "
-      "bool use_fast_accum, str preset, int[] offsets, int[] bounds, int tile_m, int tile_n, "
-      "int iter_k, str backend=\"auto\") -> Tensor");
-}
+// The schemas of these ops (and of the planning ops) are defined in Python, in mmaemu/ops.py,
+// with their fake kernels: one module holds every schema. The dispatcher accepts kernels for an
+// operator whose schema is registered later and checks them against it then.
 
 TORCH_LIBRARY_IMPL(mmaemu, CPU, m) {
   m.impl("scaled_mm", &scaled_mm);

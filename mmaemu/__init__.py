@@ -1,9 +1,9 @@
 """mmaemu: the exact bits of NVIDIA FP8 tensor-core GEMMs, on any CPU or CUDA GPU."""
 import torch  # noqa: F401  (loads libtorch before the extension)
 
-from . import _C  # noqa: F401  (registers torch.ops.mmaemu.*)
+from . import ops  # noqa: F401  (defines torch.ops.mmaemu.*: schemas, fake kernels)
+from . import _C  # noqa: F401  (registers the C++ kernels of scaled_mm, accumulate, mma)
 from . import _loader  # noqa: F401  (tells the C loader where kernels, its cache and NVRTC are)
-from . import _meta  # noqa: F401  (fake kernels for torch.compile)
 from .errors import (BackendFallbackWarning, BackendUnavailableError, ExperimentalPresetWarning,
                      MmaemuError, ReferenceRejectsError, SplitKUnknownError,
                      UnsupportedFeatureError, UnvalidatedEnvelopeWarning, UnverifiedSplitWarning)

@@ -2,27 +2,62 @@
 import torch
 
 from . import errors
-from .plan import _decide, build_plan, dtype_name, emit, flush_denormal_check
+from .ops import splitk_args
+from .plan import build_plan, dtype_name, emit, flush_denormal_check
 from .profiles import get_preset
 from .streamk import scaled_mm_streamk
-from .validation import validate_accumulate, validate_mma, validate_scaled_mm
+from .validation import (validate_accumulate, validate_accumulate_types, validate_mma,
+                         validate_scaled_mm, validate_scaled_mm_types)
 
 
-def _plan_args(kind, M, N, K, fmt_a, fmt_b, out_dtype, fast, profile, backend, splitk, device,
-               scaling="tensorwise", bias=None):
-    if isinstance(profile, torch.nn.Module):  # pragma: no cover - defensive
-        raise TypeError("profile must be a str")
-    profile_name = getattr(profile, "name", profile)
-    if isinstance(splitk, str) or scaling == "rowwise":
-        # The table, the envelope, the live query and the row-wise kernel rule depend on the
-        # exact shape: under torch.compile with dynamic shapes this specialises the graph.
-        M, N, K = int(M), int(N), int(K)
-    else:
-        # An explicit split does not depend on the shape: keep dynamic shapes dynamic.
-        M = N = K = -1
-    return _decide(kind, M, N, K, fmt_a, fmt_b, dtype_name(out_dtype), fast, profile_name,
-                   backend, splitk, device.type, device.index, scaling,
-                   None if bias is None else dtype_name(bias))
+def _traced():
+    """True while torch.compile, torch.export or torch.jit.trace records the call: then the
+    call becomes one planning op (mmaemu/ops.py) that validates and plans when it runs."""
+    return torch.compiler.is_compiling() or torch.jit.is_tracing()
+
+
+def _profile_name(profile):
+    return getattr(profile, "name", profile)
+
+
+def run_scaled_mm(mat1, mat2, scale_a, scale_b, bias, scale_result, out_dtype, use_fast_accum,
+                  profile, backend, splitk, stacklevel):
+    """Validate, plan from the concrete sizes, run the kernel op: every scaled_mm, in eager mode
+    and in the planning op. stacklevel: the warnings' frame, counted from the caller."""
+    v = validate_scaled_mm(mat1, mat2, scale_a, scale_b, bias, scale_result, out_dtype,
+                           use_fast_accum)
+    flush_denormal_check(v.device.type)
+    if v.empty:  # torch 2.7.1 returns before cuBLASLt: zeros (K == 0) or an empty matrix
+        return torch.zeros(v.M, v.N, dtype=v.out_dtype, device=v.device)
+    args = _plan_op_args(v, use_fast_accum, profile, backend, splitk, stacklevel + 1,
+                         bias=None if v.bias_dtype is None else dtype_name(v.bias_dtype))
+    if args["scheme"] == "streamk":  # row-wise on sm_89: per-tile k-segments
+        return scaled_mm_streamk(mat1, mat2, scale_a, scale_b, bias, bool(use_fast_accum),
+                                 args["preset"], _profile_name(profile), args["backend"])
+    return torch.ops.mmaemu.scaled_mm(mat1, mat2, scale_a, scale_b, bias, scale_result,
+                                      v.out_dtype, use_fast_accum, args["preset"],
+                                      args["splits"], args["scheme"], args["backend"],
+                                      args["epilogue"])
+
+
+def run_accumulate(x, w, use_fast_accum, profile, backend, splitk, stacklevel):
+    """run_scaled_mm for accumulate (the split decision of an fp32-output scaled_mm)."""
+    v = validate_accumulate(x, w, use_fast_accum)
+    flush_denormal_check(v.device.type)
+    if v.empty:
+        return torch.zeros(v.M, v.N, dtype=torch.float32, device=v.device)
+    args = _plan_op_args(v, use_fast_accum, profile, backend, splitk, stacklevel + 1)
+    return torch.ops.mmaemu.accumulate(x, w, use_fast_accum, args["preset"], args["splits"],
+                                       args["scheme"], args["backend"])
+
+
+def _plan_op_args(v, fast, profile, backend, splitk, stacklevel, bias=None):
+    plan, warns = build_plan(v.M, v.N, v.K, v.fmt_a, v.fmt_b, dtype_name(v.out_dtype), fast,
+                             profile=_profile_name(profile), backend=backend, splitk=splitk,
+                             device_type=v.device.type, device_index=v.device.index,
+                             scaling=v.scaling, bias=bias)
+    emit(warns, stacklevel=stacklevel + 1)
+    return plan.op_args()
 
 
 def scaled_mm(mat1, mat2, scale_a, scale_b, bias=None, scale_result=None, out_dtype=None,
@@ -35,30 +70,15 @@ def scaled_mm(mat1, mat2, scale_a, scale_b, bias=None, scale_result=None, out_dt
     MMAEMU_PROFILE or 'hopper'), backend (default MMAEMU_BACKEND or 'auto') and splitk ('auto',
     1 or (S, scheme)) choose the platform, the kernel and the split-K decision.
     """
-    if not torch.compiler.is_compiling():
-        v = validate_scaled_mm(mat1, mat2, scale_a, scale_b, bias, scale_result, out_dtype,
-                               use_fast_accum)
-        flush_denormal_check(v.device.type)
-        out_dtype = v.out_dtype
-        if v.empty:  # torch 2.7.1 returns before cuBLASLt: zeros (K == 0) or an empty matrix
-            return torch.zeros(v.M, v.N, dtype=out_dtype, device=v.device)
-        scaling = v.scaling
-    else:
-        if out_dtype is None:
-            out_dtype = mat1.dtype
-        scaling = "tensorwise" if int(scale_a.numel()) == 1 and int(scale_b.numel()) == 1 \
-            else "rowwise"
-    fmt_a, fmt_b = dtype_name(mat1.dtype), dtype_name(mat2.dtype)
-    preset, splits, scheme, name, epilogue = _plan_args(
-        "scaled_mm", mat1.shape[0], mat2.shape[1], mat1.shape[1], fmt_a, fmt_b, out_dtype,
-        bool(use_fast_accum), profile, backend, splitk, mat1.device, scaling,
-        None if bias is None else bias.dtype)
-    if scheme == "streamk":  # row-wise on sm_89: per-tile k-segments
-        return scaled_mm_streamk(mat1, mat2, scale_a, scale_b, bias, bool(use_fast_accum),
-                                 preset, getattr(profile, "name", profile), name)
-    return torch.ops.mmaemu.scaled_mm(mat1, mat2, scale_a, scale_b, bias, scale_result,
-                                      out_dtype, bool(use_fast_accum), preset, splits, scheme,
-                                      name, epilogue)
+    if not _traced():
+        return run_scaled_mm(mat1, mat2, scale_a, scale_b, bias, scale_result, out_dtype,
+                             use_fast_accum, profile, backend, splitk, stacklevel=2)
+    validate_scaled_mm_types(mat1, mat2, scale_a, scale_b, bias, scale_result, out_dtype,
+                             use_fast_accum)
+    text, number = splitk_args(splitk)
+    return torch.ops.mmaemu.profile_scaled_mm(mat1, mat2, scale_a, scale_b, bias, scale_result,
+                                              out_dtype, use_fast_accum, _profile_name(profile),
+                                              backend, text, None, number)
 
 
 def accumulate(x, w, *, use_fast_accum, profile=None, backend=None, splitk="auto"):
@@ -67,16 +87,12 @@ def accumulate(x, w, *, use_fast_accum, profile=None, backend=None, splitk="auto
     Both operands are [rows, K] (w, not w.t()). use_fast_accum has no default on purpose. The
     split decision is the one scaled_mm would take for an fp32 output.
     """
-    if not torch.compiler.is_compiling():
-        v = validate_accumulate(x, w, use_fast_accum)
-        flush_denormal_check(v.device.type)
-        if v.empty:
-            return torch.zeros(v.M, v.N, dtype=torch.float32, device=v.device)
-    fmt_a, fmt_b = dtype_name(x.dtype), dtype_name(w.dtype)
-    preset, splits, scheme, name, _ = _plan_args(
-        "accumulate", x.shape[0], w.shape[0], x.shape[1], fmt_a, fmt_b, torch.float32,
-        bool(use_fast_accum), profile, backend, splitk, x.device)
-    return torch.ops.mmaemu.accumulate(x, w, bool(use_fast_accum), preset, splits, scheme, name)
+    if not _traced():
+        return run_accumulate(x, w, use_fast_accum, profile, backend, splitk, stacklevel=2)
+    validate_accumulate_types(x, w, use_fast_accum)
+    text, number = splitk_args(splitk)
+    return torch.ops.mmaemu.profile_accumulate(x, w, use_fast_accum, _profile_name(profile),
+                                               backend, text, None, number)
 
 
 def mma(a, b, c, preset="hopper"):

@@ -1,14 +1,14 @@
-"""`with mmaemu.emulate():` runs every torch._scaled_mm call of unmodified code on mmaemu.
+"""`with mmaemu.emulate():` runs every FP8 GEMM call of unmodified code (torch._scaled_mm and its
+siblings: entry_points.py) on mmaemu.
 
-Two pieces:
-- `mmaemu::profile_scaled_mm`, an op whose implementation is the whole public call
-  `mmaemu.scaled_mm(..., profile=, backend=, splitk=)`: validation, the profile's split-K decision
-  for the actual shape, backend choice and warnings all happen when it runs. To torch.compile and
-  TorchScript it is one opaque op with a fake kernel, so graphs keep it whole and errors raised
-  at run time keep their mmaemu class. EmulatedFP8Linear (nn.py) calls it too.
-- `emulate`, a TorchFunctionMode: torch function modes see a call before any dispatch, so
-  `torch._scaled_mm` on CPU tensors (torch's own fp32 emulation) and on CUDA tensors (cuBLASLt)
-  never runs; torch.compile traces through the mode and puts the op above in the graph.
+It computes each call with `mmaemu::profile_scaled_mm` (mmaemu/ops.py), the op whose
+implementation is the whole public call `mmaemu.scaled_mm(..., profile=, backend=, splitk=)`:
+validation, the profile's split-K decision for the actual shape, backend choice and warnings all
+happen when it runs, so compiled graphs keep it whole and its errors keep their mmaemu class.
+
+`emulate` is a TorchFunctionMode: torch function modes see a call before any dispatch, so
+`torch._scaled_mm` on CPU tensors (torch's own fp32 emulation) and on CUDA tensors (cuBLASLt)
+never runs; torch.compile traces through the mode and puts the op above in the graph.
 """
 
 import sys
@@ -18,75 +18,10 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import entry_points
-from .api import scaled_mm as _public_scaled_mm
 from .errors import MmaemuError, ReferenceRejectsError, UnsupportedFeatureError
-from .profiles import get_profile
-from .splitk import parse_splitk
+from .ops import decode_splitk, encode_splitk, profile_scaled_mm  # noqa: F401  (emulate's op)
 
 __all__ = ["emulate"]
-
-
-# ---------------------------------------------------------------------------------------------
-# splitk travels through op schemas as a string: "auto", "1", "4:contiguous".
-
-def encode_splitk(splitk, profile=None):
-    """The op-schema string of a `splitk` argument, checked against the profile as
-    mmaemu.scaled_mm checks it ("auto", 1 or (S, scheme) with a scheme of the profile)."""
-    parse_splitk(splitk, get_profile(profile))
-    if isinstance(splitk, str):
-        return splitk
-    if isinstance(splitk, int):
-        return str(splitk)
-    return f"{int(splitk[0])}:{splitk[1]}"
-
-
-def decode_splitk(text):
-    """Inverse of encode_splitk."""
-    if text == "auto":
-        return "auto"
-    if ":" in text:
-        s, scheme = text.split(":", 1)
-        return int(s), scheme
-    return int(text)   # "1"
-
-
-# ---------------------------------------------------------------------------------------------
-# The op.
-
-# Defined like the C++ ops: a schema plus CPU and CUDA kernels (here Python), and a fake kernel.
-_lib = torch.library.Library("mmaemu", "FRAGMENT")
-_lib.define(
-    "profile_scaled_mm(Tensor mat1, Tensor mat2, Tensor scale_a, Tensor scale_b, "
-    "Tensor? bias=None, Tensor? scale_result=None, ScalarType? out_dtype=None, "
-    "bool use_fast_accum=False, str? profile=None, str? backend=None, str splitk=\"auto\") "
-    "-> Tensor")
-
-
-def profile_scaled_mm(mat1, mat2, scale_a, scale_b, bias=None, scale_result=None,
-                      out_dtype=None, use_fast_accum=False, profile=None, backend=None,
-                      splitk="auto"):
-    """mmaemu.scaled_mm as one op (torch 2.7.1 _scaled_mm arguments plus the profile's).
-
-    Everything mmaemu.scaled_mm checks and raises (bias and row-wise scales included) happens
-    here, when the op runs; its result is always a new tensor, as an op's must be."""
-    return _public_scaled_mm(mat1, mat2, scale_a, scale_b, bias, scale_result, out_dtype,
-                             use_fast_accum, profile=profile, backend=backend,
-                             splitk=decode_splitk(splitk))
-
-
-_lib.impl("profile_scaled_mm", profile_scaled_mm, "CPU")
-_lib.impl("profile_scaled_mm", profile_scaled_mm, "CUDA")
-
-
-@torch.library.register_fake("mmaemu::profile_scaled_mm", lib=_lib)
-def _profile_scaled_mm_fake(mat1, mat2, scale_a, scale_b, bias=None, scale_result=None,
-                            out_dtype=None, use_fast_accum=False, profile=None, backend=None,
-                            splitk="auto"):
-    torch._check(mat1.dim() == 2 and mat2.dim() == 2, lambda: "mat1 and mat2 must be matrices")
-    torch._check(mat1.shape[1] == mat2.shape[0],
-                 lambda: "mat1 and mat2 shapes cannot be multiplied")
-    dtype = out_dtype if out_dtype is not None else mat1.dtype
-    return mat1.new_empty((mat1.shape[0], mat2.shape[1]), dtype=dtype)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from typing import List, Optional
 
 import torch
 
-from .emulate import encode_splitk  # (importing emulate defines torch.ops.mmaemu.profile_scaled_mm)
+from .ops import encode_splitk
 from .errors import UnsupportedFeatureError
 from .te_state import read_te_extra_state  # noqa: F401  (re-exported: TE's _extra_state reader)
 
@@ -57,7 +57,8 @@ class EmulatedFP8Linear(torch.nn.Module):
     backend, splitk: as for mmaemu.scaled_mm.
 
     Inference only: forward raises UnsupportedFeatureError for an input that requires grad
-    while grad mode is on. Works with torch.compile (fullgraph) and torch.jit.script.
+    while grad mode is on (the planning op's refusal of a mat1 that requires grad, also under
+    torch.compile). Works with torch.compile (fullgraph), torch.export and torch.jit.script.
     """
 
     in_features: int
@@ -155,12 +156,10 @@ class EmulatedFP8Linear(torch.nn.Module):
                 f"out_dtype={self.out_dtype}, use_fast_accum={self.use_fast_accum}")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if torch.is_grad_enabled() and x.requires_grad:
-            raise UnsupportedFeatureError(
-                "mmaemu: EmulatedFP8Linear is inference only; the input requires grad while "
-                "grad mode is on. Run under torch.inference_mode() or torch.no_grad().")
         if x.dim() == 0 or x.shape[-1] != self.in_features:
             raise ValueError("EmulatedFP8Linear: the input's last dimension must be in_features")
+        # An input that requires grad makes xq require grad: the planning op refuses it when it
+        # runs (UnsupportedFeatureError, "... mat1 requires grad ..."), also in compiled code.
         xq = quantize_e4m3(x, self.scale_x).reshape(-1, self.in_features)
         bias = self.bias
         fused: Optional[torch.Tensor] = None

@@ -1,8 +1,9 @@
 """Call plans: every decision of a call (profile, preset, split, backend) before any computing.
 
 `mmaemu.explain(...)` returns a CallPlan; `mmaemu.scaled_mm` builds the same plan and hands its
-op arguments to torch.ops.mmaemu.scaled_mm. Planning reads only shapes, dtypes and devices, so
-under torch.compile it runs once per compiled call site (see `_decide`).
+op arguments to torch.ops.mmaemu.scaled_mm (api.run_scaled_mm). Planning reads only sizes, dtypes
+and devices; it runs each time a call runs, also in compiled code (inside the planning op
+torch.ops.mmaemu.profile_scaled_mm, mmaemu/ops.py), always from the concrete sizes.
 """
 import os
 import warnings
@@ -41,8 +42,10 @@ class CallPlan:
     kernel: Optional[str] = None  # the reference's kernel and epilogue, where a rule picks them
 
     def op_args(self) -> dict:
-        """The keyword arguments of torch.ops.mmaemu.scaled_mm that pin this plan (for code that
-        calls the op directly, e.g. TorchScript)."""
+        """The keyword arguments of the kernel op torch.ops.mmaemu.scaled_mm that pin this plan:
+        preset, splits, scheme, backend, epilogue; what mmaemu.scaled_mm passes it for this
+        shape. For code that calls the kernel op directly (TorchScript) with one fixed plan:
+        such code gets no validation, and the plan is only right for sizes it was made for."""
         if self.validation != "ok" or self.split is None or self.split.S is None:
             raise errors.MmaemuError(f"this plan cannot run: validation={self.validation!r}, "
                                      f"split={self.split!r}")
@@ -148,23 +151,6 @@ def ada_rowwise_decision(prof, M, N, K):
 def emit(warns, stacklevel):
     for category, message in warns:
         warnings.warn(message, getattr(errors, category), stacklevel=stacklevel + 1)
-
-
-@torch._dynamo.assume_constant_result
-def _decide(kind, M, N, K, fmt_a, fmt_b, out_dtype, fast, profile, backend, splitk,
-            device_type, device_index, scaling="tensorwise", bias=None):
-    """Plans a call and emits its warnings; returns the op's plan arguments.
-
-    Its arguments are plain constants, so torch.compile runs it (really runs it, warnings and
-    table reads included) once while tracing and bakes its result into the graph: warnings are
-    then emitted once per compiled call site, as in eager mode once per call site.
-    """
-    plan, warns = build_plan(M, N, K, fmt_a, fmt_b, out_dtype, fast, profile=profile,
-                             backend=backend, splitk=splitk, device_type=device_type,
-                             device_index=device_index, scaling=scaling, bias=bias)
-    emit(warns, stacklevel=4)
-    args = plan.op_args()
-    return args["preset"], args["splits"], args["scheme"], args["backend"], args["epilogue"]
 
 
 def flush_denormal_check(device_type):

@@ -235,9 +235,3 @@ def scaled_mm_streamk(mat1, mat2, scale_a, scale_b, bias, use_fast_accum, preset
     return torch.ops.mmaemu.scaled_mm_tiles(mat1, mat2, scale_a, scale_b, bias, use_fast_accum,
                                             preset, offsets, bounds, TILE_M, TILE_N, TILE_K,
                                             backend)
-
-
-@torch.library.register_fake("mmaemu::scaled_mm_tiles")
-def _scaled_mm_tiles_fake(mat1, mat2, scale_a, scale_b, bias, use_fast_accum, preset, offsets,
-                          bounds, tile_m, tile_n, iter_k, backend="auto"):
-    return mat1.new_empty((mat1.shape[0], mat2.shape[1]), dtype=torch.bfloat16)

@@ -332,13 +332,10 @@ def _check_output_size(M, N, out_dtype):
         raise ReferenceRejectsError(f"Storage size calculation overflowed with sizes=[{M}, {N}]")
 
 
-def validate_scaled_mm(mat1, mat2, scale_a, scale_b, bias=None, scale_result=None,
-                       out_dtype=None, use_fast_accum=False):
-    """Check a scaled_mm call as torch 2.7.1 `torch._scaled_mm` does, in torch's order.
-
-    Returns a ValidatedCall; raises ReferenceRejectsError with torch's message when torch 2.7.1
-    (or the reference's cuBLASLt) would reject the call, UnsupportedFeatureError for valid calls
-    mmaemu v0.1 cannot compute, TypeError for arguments of the wrong Python type."""
+def validate_scaled_mm_types(mat1, mat2, scale_a, scale_b, bias=None, scale_result=None,
+                             out_dtype=None, use_fast_accum=False):
+    """The Python types of a scaled_mm call (TypeError); the first checks of validate_scaled_mm,
+    and the only ones that can run while torch.compile traces (a list is no op argument)."""
     fn = _SCALED_MM
     for pos, (name, value, optional) in enumerate(
             (("mat1", mat1, False), ("mat2", mat2, False), ("scale_a", scale_a, False),
@@ -349,6 +346,18 @@ def validate_scaled_mm(mat1, mat2, scale_a, scale_b, bias=None, scale_result=Non
         raise TypeError(f"{fn}(): argument 'out_dtype' (position 7) must be torch.dtype or None, "
                         f"not {_type_name(out_dtype)}")
     _require_bool(fn, "use_fast_accum", 8, use_fast_accum)
+
+
+def validate_scaled_mm(mat1, mat2, scale_a, scale_b, bias=None, scale_result=None,
+                       out_dtype=None, use_fast_accum=False):
+    """Check a scaled_mm call as torch 2.7.1 `torch._scaled_mm` does, in torch's order.
+
+    Returns a ValidatedCall; raises ReferenceRejectsError with torch's message when torch 2.7.1
+    (or the reference's cuBLASLt) would reject the call, UnsupportedFeatureError for valid calls
+    mmaemu v0.1 cannot compute, TypeError for arguments of the wrong Python type."""
+    fn = _SCALED_MM
+    validate_scaled_mm_types(mat1, mat2, scale_a, scale_b, bias, scale_result, out_dtype,
+                             use_fast_accum)
     tensors = (("mat1", mat1), ("mat2", mat2), ("bias", bias), ("scale_a", scale_a),
                ("scale_b", scale_b), ("scale_result", scale_result))
     _require_devices_and_layouts(fn, tensors)
@@ -468,6 +477,14 @@ def validate_scaled_mm(mat1, mat2, scale_a, scale_b, bias=None, scale_result=Non
 # ---------------------------------------------------------------------------------------------
 # accumulate
 
+def validate_accumulate_types(x, w, use_fast_accum):
+    """The Python types of an accumulate call (TypeError), as validate_scaled_mm_types."""
+    fn = "accumulate"
+    _require_tensor(fn, "x", 1, x)
+    _require_tensor(fn, "w", 2, w)
+    _require_bool(fn, "use_fast_accum", 3, use_fast_accum)
+
+
 def validate_accumulate(x, w, use_fast_accum):
     """Check mmaemu.accumulate(x, w, use_fast_accum): the fp32 accumulator of x @ w.T.
 
@@ -476,9 +493,7 @@ def validate_accumulate(x, w, use_fast_accum):
     divisible by 16 (the per-element accumulator does not depend on M or N; a scaled_mm call with
     the same N would also need N % 16 == 0). No scales, bias or output type."""
     fn = "accumulate"
-    _require_tensor(fn, "x", 1, x)
-    _require_tensor(fn, "w", 2, w)
-    _require_bool(fn, "use_fast_accum", 3, use_fast_accum)
+    validate_accumulate_types(x, w, use_fast_accum)
     _require_devices_and_layouts(fn, (("x", x), ("w", w)))
     if x.dim() != 2:
         raise ReferenceRejectsError("x must be a matrix")

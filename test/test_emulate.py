@@ -124,12 +124,12 @@ def test_every_spelling_is_intercepted():
 
 def test_profile_backend_splitk_reach_mmaemu(monkeypatch):
     seen = []
-    real = emulate_module._public_scaled_mm
+    real = mmaemu.api.run_scaled_mm     # what the planning op runs
 
     def spy(*args, **kwargs):
         seen.append({k: kwargs[k] for k in ("profile", "backend", "splitk")})
         return real(*args, **kwargs)
-    monkeypatch.setattr(emulate_module, "_public_scaled_mm", spy)
+    monkeypatch.setattr(mmaemu.api, "run_scaled_mm", spy)
     x, w = operands()
     with mmaemu.emulate(profile="hopper-ws0", backend="reference", splitk=1):
         torch._scaled_mm(x, w.t(), ONE, ONE, out_dtype=torch.float32)
