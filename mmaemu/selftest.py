@@ -177,7 +177,7 @@ def _computes(backend, kw, preset):
     case; the tiled and tensor-core CUDA kernels compute E4M3 x E4M3 only (backends.py sends the
     other formats to the reference) and contiguous split slices only (a preset that deals k
     tiles round-robin to its slices, ada, splits on the reference kernel), as the loader's
-    kernel_accepts (csrc/cuda_backend.c) refuses the rest."""
+    kernel_accepts (csrc/cuda_kernels.c) refuses the rest."""
     if backend in ("reference", "cpu"):
         return True
     if (kw["fa"], kw["fb"]) != ("e4m3", "e4m3"):
