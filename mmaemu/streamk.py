@@ -18,6 +18,7 @@ every Ada part's 100 KiB), and everything about hardware bits: no Ada row-wise r
 This module restates the host logic in Python; `decompose` is the planning function and
 `StreamKPlan.segments` the per-tile k-segments the arithmetic runs over.
 """
+import functools
 from dataclasses import dataclass
 from typing import Dict, List, Tuple
 
@@ -219,19 +220,21 @@ def tile_plan_lists(plan: StreamKPlan):
     return offsets, bounds
 
 
-@torch._dynamo.assume_constant_result
-def _tile_plan(M, N, K, profile):
-    """Plain constants for the op (torch.compile runs this once while tracing)."""
-    from .profiles import get_profile
-    return tile_plan_lists(decompose(M, N, K, get_profile(profile).sm_count))
+@functools.lru_cache(maxsize=256)
+def _tile_plan(M, N, K, sm_count):
+    """The op's lists for one shape, cached: the plan is a pure function of the sizes and the
+    SM count, and a model calls the same shapes again and again."""
+    offsets, bounds = tile_plan_lists(decompose(M, N, K, sm_count))
+    return tuple(offsets), tuple(bounds)
 
 
 def scaled_mm_streamk(mat1, mat2, scale_a, scale_b, bias, use_fast_accum, preset, profile,
                       backend):
     """Row-wise scaled_mm of an sm_89 profile: each output tile over its stream-K k-segments
     (torch.ops.mmaemu.scaled_mm_tiles; CUDA tensors on host copies)."""
+    from .profiles import get_profile
     offsets, bounds = _tile_plan(int(mat1.shape[0]), int(mat2.shape[1]), int(mat1.shape[1]),
-                                 profile)
+                                 get_profile(profile).sm_count)
     return torch.ops.mmaemu.scaled_mm_tiles(mat1, mat2, scale_a, scale_b, bias, use_fast_accum,
-                                            preset, offsets, bounds, TILE_M, TILE_N, TILE_K,
-                                            backend)
+                                            preset, list(offsets), list(bounds), TILE_M, TILE_N,
+                                            TILE_K, backend)
