@@ -46,6 +46,8 @@
 static int fmt_man_bits(int fmt) { return fmt == MM_FMT_E4M3 ? 3 : 2; }
 static int fmt_max_sig(int fmt) { return fmt == MM_FMT_E4M3 ? 15 : 7; }
 
+static int plan_fits_rz(const mm_gemm* g);
+
 static void plan_make(const mm_gemm* g, mm_cpu_plan* p) {
     const mm_preset* q = &g->preset;
     p->K = g->K;
@@ -55,6 +57,7 @@ static void plan_make(const mm_gemm* g, mm_cpu_plan* p) {
     p->promote_blocks = q->promote_blocks;
     p->fast = g->fast_accum != 0;
     p->c_late = q->c_late != 0;
+    p->rz = plan_fits_rz(g);
     p->keep_mask = q->keep >= 24 ? 0xFFFFFFFFu : ~((1u << (24 - q->keep)) - 1u);
 }
 
@@ -71,6 +74,19 @@ static int plan_is_narrow(const mm_gemm* g) {
     return q->frac <= 30 && (int64_t)q->block * term + ((int64_t)1 << (q->frac + 1)) < ((int64_t)1 << 24);
 }
 
+/* The AVX-512 kernel's FMA form keeps a block's running sum in an fp32 of [2^23, 2^24) units
+ * (cpu_kernel_avx512.c): every partial sum of C's term and the products' floors (each at most one
+ * unit below the cut toward zero) must stay within 2^22 units, and the truncation count fits its
+ * int8 lanes. hopper and ada: 32 * 28 801 + 2^14 < 2^20. */
+static int plan_fits_rz(const mm_gemm* g) {
+    const mm_preset* q = &g->preset;
+    const int sh0 = q->frac - fmt_man_bits(g->fmt_a) - fmt_man_bits(g->fmt_b);
+    const int64_t pmax = (int64_t)fmt_max_sig(g->fmt_a) * fmt_max_sig(g->fmt_b);
+    const int64_t term = sh0 >= 0 ? pmax << sh0 : pmax;
+    return !q->c_late && q->frac <= 30 && q->block <= 127 &&
+           (int64_t)q->block * (term + 1) + ((int64_t)1 << (q->frac + 1)) <= ((int64_t)1 << 22);
+}
+
 /* The split kernels need each half-block sum below 2^31: the first ceil(block/2) terms plus
  * C's, and the rest. */
 static int plan_fits_split(const mm_gemm* g) {
@@ -80,6 +96,92 @@ static int plan_fits_split(const mm_gemm* g) {
     const int64_t term = sh0 >= 0 ? pmax << sh0 : pmax;
     const int64_t h = (q->block + 1) / 2;
     return q->frac <= 30 && h * term + ((int64_t)1 << (q->frac + 1)) < ((int64_t)1 << 31);
+}
+
+/* ---- decoding -------------------------------------------------------------------------- */
+
+typedef struct {
+    int32_t e[256];
+    int32_t low[256]; /* the low byte (cpu_fast.h, mm_cpu_low) */
+    float v[256];
+    uint8_t special[256]; /* NaN or Inf */
+} mm_cpu_lut;
+
+/* Every code's decoded form; the value is m * 2^(lsb - bias), exact in fp32. */
+static void lut_make(mm_cpu_lut* t, int fmt, int bias) {
+    for (int code = 0; code < 256; code++) {
+        const mm_fp8 d = mm_decode_fp8((uint8_t)code, fmt);
+        t->special[code] = d.cls == MM_CLS_NAN || d.cls == MM_CLS_INF;
+        const int finite = d.cls == MM_CLS_FINITE;
+        int low = d.lsb;
+        for (int m = d.m; finite && !(m & 1); m >>= 1) low++;
+        t->low[code] = mm_cpu_low(finite, d.sign, low);
+        if (!finite) {
+            t->e[code] = MM_CPU_ZERO_EXP;
+            t->v[code] = 0.0f;
+        } else {
+            const float mag = (float)d.m * mm_bits_f32((uint32_t)(127 + d.lsb - bias) << 23);
+            t->e[code] = d.e;
+            t->v[code] = d.sign ? -mag : mag;
+        }
+    }
+}
+
+/* Rows [0, m_pad) of A over k in [k0, k1), row i at out + i * MM_CPU_A_WORDS * (k1 - k0) (rows
+ * from M on are zeros); row_special[i] |= a NaN/Inf code in that range of row i. */
+static void decode_a(const mm_gemm* g, const mm_cpu_lut* t, int64_t m_pad, int64_t k0, int64_t k1,
+                     int32_t* out, uint8_t* row_special) {
+    const int64_t len = k1 - k0;
+    for (int64_t i = 0; i < m_pad; i++) {
+        int32_t* row = out + i * MM_CPU_A_WORDS * len;
+        uint8_t special = 0;
+        const uint8_t* src = i < g->M ? g->a + i * g->lda + k0 : NULL;
+        for (int64_t k = 0; k < len; k++) {
+            const int code = src ? src[k] : 0; /* code 0 is +0 in both formats */
+            int32_t* rec = row + MM_CPU_A_WORDS * k;
+            rec[0] = mm_cpu_a_word(t->e[code]);
+            rec[MM_CPU_A_LOW] = mm_cpu_a_word(t->low[code]);
+            rec[MM_CPU_A_V] = (int32_t)mm_f32_bits(t->v[code]);
+            special |= t->special[code];
+        }
+        row_special[i] |= special;
+    }
+}
+
+/* Columns [j0, j0 + w) of B over k in [k0, k1) as a panel, its record 0 at k0 (columns from N
+ * on are zeros); col_special[c] = column j0 + c holds NaN/Inf in that range. Written record by
+ * record (k outer), so the stores are sequential: column by column, every store of a column
+ * landed in a different cache line of the panel, and decoding cost more than the kernel at
+ * small M (measured on Zen 4). */
+static void decode_b_panel(const mm_gemm* g, const mm_cpu_lut* t, int64_t j0, int w, int64_t k0,
+                           int64_t k1, int32_t* panel, uint8_t* col_special) {
+    const int64_t len = k1 - k0, stride = MM_CPU_PANEL_STRIDE(w);
+    const uint8_t* src[64];
+    int real = 0; /* columns j0 .. j0 + real - 1 exist */
+    for (int c = 0; c < w; c++) {
+        col_special[c] = 0;
+        if (j0 + c < g->N) {
+            src[c] = g->b + (j0 + c) * g->ldb + k0;
+            real = c + 1;
+        }
+    }
+    for (int64_t k = 0; k < len; k++) {
+        mm_cpu_i8* pe = (mm_cpu_i8*)(void*)(panel + k * stride);
+        mm_cpu_i8* pl = (mm_cpu_i8*)(void*)(panel + k * stride + MM_CPU_PANEL_LOW(w));
+        mm_cpu_f32* pv = mm_cpu_values(panel + k * stride + MM_CPU_PANEL_V(w));
+        for (int c = 0; c < real; c++) {
+            const uint8_t code = src[c][k];
+            pe[c] = (int8_t)t->e[code];
+            pl[c] = (int8_t)t->low[code];
+            pv[c] = t->v[code];
+            col_special[c] |= t->special[code];
+        }
+        for (int c = real; c < w; c++) { /* code 0: +0 */
+            pe[c] = (int8_t)t->e[0];
+            pl[c] = (int8_t)t->low[0];
+            pv[c] = 0.0f;
+        }
+    }
 }
 
 /* ---- SIMD path ------------------------------------------------------------------------- */
@@ -134,21 +236,31 @@ static double now_seconds(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* Synthetic decoded operands: exponents and values in the normal range, so no lane takes the
- * rare exact-composition path and the time is the hot loops'. */
+/* Synthetic operands, decoded as a GEMM's are: E4M3 normals of mixed signs with exponents in
+ * [-4, 6], so no lane takes the rare exact-composition path and the time is the hot loops'. */
 static void probe_operands(const mm_cpu_kernel* k, int32_t* a, int32_t* panel) {
-    const int64_t stride = MM_CPU_PANEL_STRIDE(k->w);
+    uint8_t* codes = malloc((size_t)(k->mr > k->w ? k->mr : k->w) * MM_CPU_PROBE_K);
+    if (!codes) return;
+    mm_cpu_lut lut;
+    mm_gemm g;
+    uint8_t special[64];
+    memset(&g, 0, sizeof g);
+    g.M = k->mr;
+    g.N = k->w;
+    g.a = g.b = codes;
+    g.lda = g.ldb = MM_CPU_PROBE_K;
     for (int r = 0; r < k->mr; r++)
-        for (int64_t kk = 0; kk < MM_CPU_PROBE_K; kk++) {
-            a[r * 2 * MM_CPU_PROBE_K + 2 * kk] = mm_cpu_a_word((int32_t)((kk * 7 + r) % 9) - 4);
-            a[r * 2 * MM_CPU_PROBE_K + 2 * kk + 1] =
-                (int32_t)mm_f32_bits((kk & 1 ? -1.5f : 1.25f) * mm_bits_f32((uint32_t)(127 - k->a_bias) << 23));
-        }
-    for (int64_t kk = 0; kk < MM_CPU_PROBE_K; kk++)
-        for (int c = 0; c < k->w; c++) {
-            ((mm_cpu_i16*)(void*)(panel + kk * stride))[c] = (int16_t)((kk * 5 + c) % 11 - 5);
-            mm_cpu_values(panel + kk * stride + k->w / 2)[c] = (c & 1) ? 0.75f : -1.125f;
-        }
+        for (int64_t kk = 0; kk < MM_CPU_PROBE_K; kk++)
+            codes[r * MM_CPU_PROBE_K + kk] = (uint8_t)(((kk * 7 + r) % 9 + 3) << 3 | (kk % 8) | (kk & 1 ? 0x80 : 0));
+    lut_make(&lut, MM_FMT_E4M3, k->a_bias);
+    memset(special, 0, sizeof special);
+    decode_a(&g, &lut, k->mr, 0, MM_CPU_PROBE_K, a, special);
+    for (int c = 0; c < k->w; c++)
+        for (int64_t kk = 0; kk < MM_CPU_PROBE_K; kk++)
+            codes[c * MM_CPU_PROBE_K + kk] = (uint8_t)(((kk * 5 + c) % 11 + 3) << 3 | (c % 8) | (c & 1 ? 0 : 0x80));
+    lut_make(&lut, MM_FMT_E4M3, 0);
+    decode_b_panel(&g, &lut, 0, k->w, 0, MM_CPU_PROBE_K, panel, special);
+    free(codes);
 }
 
 static void simd_probe(void) {
@@ -160,6 +272,7 @@ static void simd_probe(void) {
     plan.keep = 14;
     plan.promote_blocks = 4;
     plan.fast = 1;
+    plan.rz = 1;
     plan.keep_mask = ~((1u << 10) - 1u);
     int32_t* a[MM_CPU_NSIMD] = {0};
     int32_t* panel[MM_CPU_NSIMD] = {0};
@@ -169,7 +282,7 @@ static void simd_probe(void) {
         const mm_cpu_kernel* k = simd_kernels[i];
         best[i] = 0.0;
         if (!kernel_named(k->name) || k->mr * k->w > 4096) continue;
-        a[i] = malloc(sizeof(int32_t) * (size_t)(2 * k->mr * MM_CPU_PROBE_K));
+        a[i] = malloc(sizeof(int32_t) * (size_t)(MM_CPU_A_WORDS * k->mr * MM_CPU_PROBE_K));
         panel[i] = malloc(sizeof(int32_t) * (size_t)(MM_CPU_PANEL_STRIDE(k->w) * MM_CPU_PROBE_K));
         if (!a[i] || !panel[i]) continue;
         probe_operands(k, a[i], panel[i]);
@@ -183,7 +296,7 @@ static void simd_probe(void) {
             const mm_cpu_kernel* k = simd_kernels[i];
             const double t0 = now_seconds();
             for (int rep = 0; rep < 8; rep++)
-                k->tile(&plan, a[i], 2 * MM_CPU_PROBE_K, panel[i], 0, MM_CPU_PROBE_K, acc, 0);
+                k->tile(&plan, a[i], MM_CPU_A_WORDS * MM_CPU_PROBE_K, panel[i], 0, MM_CPU_PROBE_K, acc, 0);
             const double t = now_seconds() - t0;
             if (t < best[i]) best[i] = t;
         }
@@ -239,88 +352,6 @@ static const mm_cpu_kernel* narrow_kernel(const mm_gemm* g) {
         }
     }
     return pick;
-}
-
-/* ---- decoding -------------------------------------------------------------------------- */
-
-typedef struct {
-    int32_t e[256];
-    float v[256];
-    uint8_t special[256]; /* NaN or Inf */
-} mm_cpu_lut;
-
-/* Every code's decoded form; the value is m * 2^(lsb - bias), exact in fp32. */
-static void lut_make(mm_cpu_lut* t, int fmt, int bias) {
-    for (int code = 0; code < 256; code++) {
-        const mm_fp8 d = mm_decode_fp8((uint8_t)code, fmt);
-        t->special[code] = d.cls == MM_CLS_NAN || d.cls == MM_CLS_INF;
-        if (d.cls != MM_CLS_FINITE) {
-            t->e[code] = MM_CPU_ZERO_EXP;
-            t->v[code] = 0.0f;
-        } else {
-            const float mag = (float)d.m * mm_bits_f32((uint32_t)(127 + d.lsb - bias) << 23);
-            t->e[code] = d.e;
-            t->v[code] = d.sign ? -mag : mag;
-        }
-    }
-}
-
-/* Rows [0, m_pad) of A over k in [k0, k1), row i at out + i * 2 * (k1 - k0) (rows from M on
- * are zeros); row_special[i] |= a NaN/Inf code in that range of row i. */
-static void decode_a(const mm_gemm* g, const mm_cpu_lut* t, int64_t m_pad, int64_t k0, int64_t k1,
-                     int32_t* out, uint8_t* row_special) {
-    const int64_t len = k1 - k0;
-    for (int64_t i = 0; i < m_pad; i++) {
-        int32_t* row = out + i * 2 * len;
-        uint8_t special = 0;
-        if (i < g->M) {
-            const uint8_t* src = g->a + i * g->lda + k0;
-            for (int64_t k = 0; k < len; k++) {
-                row[2 * k] = mm_cpu_a_word(t->e[src[k]]);
-                row[2 * k + 1] = (int32_t)mm_f32_bits(t->v[src[k]]);
-                special |= t->special[src[k]];
-            }
-        } else {
-            for (int64_t k = 0; k < len; k++) {
-                row[2 * k] = mm_cpu_a_word(MM_CPU_ZERO_EXP);
-                row[2 * k + 1] = 0;
-            }
-        }
-        row_special[i] |= special;
-    }
-}
-
-/* Columns [j0, j0 + w) of B over k in [k0, k1) as a panel, its record 0 at k0 (columns from N
- * on are zeros); col_special[c] = column j0 + c holds NaN/Inf in that range. Written record by
- * record (k outer), so the stores are sequential: column by column, every store of a column
- * landed in a different cache line of the panel, and decoding cost more than the kernel at
- * small M (measured on Zen 4). */
-static void decode_b_panel(const mm_gemm* g, const mm_cpu_lut* t, int64_t j0, int w, int64_t k0,
-                           int64_t k1, int32_t* panel, uint8_t* col_special) {
-    const int64_t len = k1 - k0, stride = MM_CPU_PANEL_STRIDE(w);
-    const uint8_t* src[64];
-    int real = 0; /* columns j0 .. j0 + real - 1 exist */
-    for (int c = 0; c < w; c++) {
-        col_special[c] = 0;
-        if (j0 + c < g->N) {
-            src[c] = g->b + (j0 + c) * g->ldb + k0;
-            real = c + 1;
-        }
-    }
-    for (int64_t k = 0; k < len; k++) {
-        mm_cpu_i16* pe = (mm_cpu_i16*)(void*)(panel + k * stride);
-        mm_cpu_f32* pv = mm_cpu_values(panel + k * stride + w / 2);
-        for (int c = 0; c < real; c++) {
-            const uint8_t code = src[c][k];
-            pe[c] = (int16_t)t->e[code];
-            pv[c] = t->v[code];
-            col_special[c] |= t->special[code];
-        }
-        for (int c = real; c < w; c++) {
-            pe[c] = MM_CPU_ZERO_EXP;
-            pv[c] = 0.0f;
-        }
-    }
 }
 
 /* special[c] = column j0 + c of B (c < n, j0 + c < N) holds a NaN/Inf code anywhere in K. */
@@ -409,7 +440,7 @@ static void tile_dot_round_robin(const mm_cpu_job* job, const int32_t* a, const 
                                  float* acc, float* part, float* red) {
     const mm_gemm* g = job->g;
     const int n = job->kern->mr * job->kern->w;
-    const int64_t as = 2 * g->K, T = g->preset.split_rr_tile, S = g->splits;
+    const int64_t as = MM_CPU_A_WORDS * g->K, T = g->preset.split_rr_tile, S = g->splits;
     const int fast = job->plan.fast;
     const int64_t interval = fast ? ((int64_t)1 << 62) : (int64_t)g->preset.block * g->preset.promote_blocks;
     mm_cpu_plan chain_plan = job->plan;
@@ -450,7 +481,7 @@ static void tile_dot(const mm_cpu_job* job, const int32_t* a, const int32_t* pan
                      float* part, float* red) {
     const mm_gemm* g = job->g;
     const int n = job->kern->mr * job->kern->w;
-    const int64_t as = 2 * g->K;
+    const int64_t as = MM_CPU_A_WORDS * g->K;
     if (g->splits <= 1) {
         job->tile(&job->plan, a, as, panel, 0, g->K, acc, 0);
         return;
@@ -511,7 +542,7 @@ static void tile_segment(const mm_cpu_job* job, int64_t rt, int64_t p, const int
     const int mr = job->kern->mr, w = job->kern->w, n = mr * w;
     const int32_t splits = g->splits > 1 ? g->splits : 1;
     const int64_t chunk = mm_split_chunk(g->K, splits), tile_index = rt / mr * job->panels + p;
-    const int64_t ks = job->ks, ke = job->ke, as = 2 * (ke - ks);
+    const int64_t ks = job->ks, ke = job->ke, as = MM_CPU_A_WORDS * (ke - ks);
     float* state = job->state + tile_index * n;
     float* red = job->red ? job->red + tile_index * job->nred * n : NULL;
     int32_t s = (int32_t)(ks / chunk);
@@ -570,7 +601,7 @@ static void* worker(void* arg) {
                 tile_segment(job, rt, p, panel, acc);
                 continue;
             }
-            tile_dot(job, job->a + rt * 2 * g->K, panel, acc, part, red);
+            tile_dot(job, job->a + rt * MM_CPU_A_WORDS * g->K, panel, acc, part, red);
             store_tile(job, rt, j0, acc, col_special);
         }
     }
@@ -639,7 +670,7 @@ static int run_pass(mm_cpu_job* job, int threads) {
 static int run_whole(mm_cpu_job* job, const mm_cpu_lut* lut_a, int threads) {
     const mm_gemm* g = job->g;
     const int mr = job->kern->mr;
-    const int64_t row_bytes = 8 * g->K;
+    const int64_t row_bytes = 4 * MM_CPU_A_WORDS * g->K;
     int64_t pass_rows = MM_CPU_A_BUDGET / row_bytes / mr * mr;
     if (pass_rows < mr) pass_rows = mr;
     const int64_t m_pad_all = (g->M + mr - 1) / mr * mr;
@@ -679,7 +710,7 @@ static int run_streamed(mm_cpu_job* job, const mm_cpu_lut* lut_a, int64_t kc, in
     const int32_t splits = g->splits > 1 ? g->splits : 1;
     const int64_t split_chunk = mm_split_chunk(g->K, splits);
     const int64_t m_pad_all = (g->M + mr - 1) / mr * mr, all_panels = (g->N + w - 1) / w;
-    int64_t pass_rows = MM_CPU_A_BUDGET / (8 * kc) / mr * mr;
+    int64_t pass_rows = MM_CPU_A_BUDGET / (4 * MM_CPU_A_WORDS * kc) / mr * mr;
     if (pass_rows < mr) pass_rows = mr;
     if (pass_rows > m_pad_all) pass_rows = m_pad_all;
     job->nred = splits <= 1 ? 0 : g->scheme == MM_SCHEME_PAIRWISE ? mm_bitlen64((uint64_t)splits) : 1;
@@ -687,7 +718,7 @@ static int run_streamed(mm_cpu_job* job, const mm_cpu_lut* lut_a, int64_t kc, in
     if (pass_panels < 1) pass_panels = 1;
     if (pass_panels > all_panels) pass_panels = all_panels;
     const int64_t outputs = pass_rows * pass_panels * w;
-    int32_t* a = malloc(sizeof(int32_t) * (size_t)(pass_rows * 2 * kc));
+    int32_t* a = malloc(sizeof(int32_t) * (size_t)(pass_rows * MM_CPU_A_WORDS * kc));
     uint8_t* row_special = malloc((size_t)pass_rows);
     uint8_t* col_special = malloc((size_t)(pass_panels * w));
     float* state = malloc(sizeof(float) * (size_t)outputs);
@@ -756,7 +787,7 @@ int mmaemu_gemm_cpu(const mm_gemm* g, int threads) {
     }
     const int mr = job->kern->mr, w = job->kern->w;
     const int whole = (int64_t)4 * MM_CPU_PANEL_STRIDE(w) * g->K <= MM_CPU_PANEL_BUDGET &&
-                      (int64_t)8 * mr * g->K <= MM_CPU_A_BUDGET;
+                      (int64_t)4 * MM_CPU_A_WORDS * mr * g->K <= MM_CPU_A_BUDGET;
     /* The round-robin split layout runs on whole-K tiles (tile_dot_round_robin); a K too long
      * for the decode budgets with it is computed by the reference (no streamed form yet). */
     if (!whole && g->splits > 1 && g->preset.split_rr_tile > 0) {
@@ -768,11 +799,11 @@ int mmaemu_gemm_cpu(const mm_gemm* g, int threads) {
     const int64_t unit = job->plan.fast ? g->preset.block : (int64_t)g->preset.block * g->preset.promote_blocks;
     int64_t kc = MM_CPU_STREAM_CHUNK; /* within both budgets, whole units */
     if (kc > MM_CPU_PANEL_BUDGET / (4 * MM_CPU_PANEL_STRIDE(w))) kc = MM_CPU_PANEL_BUDGET / (4 * MM_CPU_PANEL_STRIDE(w));
-    if (kc > MM_CPU_A_BUDGET / (8 * mr)) kc = MM_CPU_A_BUDGET / (8 * mr);
+    if (kc > MM_CPU_A_BUDGET / (4 * MM_CPU_A_WORDS * mr)) kc = MM_CPU_A_BUDGET / (4 * MM_CPU_A_WORDS * mr);
     kc = kc / unit * unit;
     if (kc < unit) kc = unit;
     if (!whole && ((int64_t)4 * MM_CPU_PANEL_STRIDE(w) * kc > MM_CPU_PANEL_BUDGET ||
-                   (int64_t)8 * mr * kc > MM_CPU_A_BUDGET)) {
+                   (int64_t)4 * MM_CPU_A_WORDS * mr * kc > MM_CPU_A_BUDGET)) {
         /* Without fast accumulation, a promotion interval beyond the budgets (above 21 845 k;
          * no known preset): the reference, in the operands' memory. */
         free(job);

@@ -17,20 +17,24 @@
  *
  * Decoded element (both operands): e = the alignment exponent (mm_fp8.e), or MM_CPU_ZERO_EXP
  * for a zero (and for NaN/Inf, whose outputs the driver recomputes with the reference); v = the
- * FP8 value as fp32 (0 for zero, NaN and Inf).
+ * FP8 value as fp32 (0 for zero, NaN and Inf); low = the exponent of the value's lowest set bit
+ * with its sign, one byte (mm_cpu_low), which the AVX-512 kernel's truncation
+ * count reads (cpu_kernel_avx512.c).
  *
- * Layouts. A (broadcast operand): row i, element k: a[i * a_stride + 2k] = e as int16 in both
- * halves of the int32 word (a 32-bit broadcast gives the int16 lanes; mm_cpu_a_exp reads it),
- * a[... + 2k + 1] = v (fp32 bits). B panel of W columns, one record of MM_CPU_PANEL_STRIDE(W)
- * int32 words per k: W int16 exponents, then W fp32 values. */
+ * Layouts. A (broadcast operand): row i, element k: MM_CPU_A_WORDS int32 words at
+ * a[i * a_stride + MM_CPU_A_WORDS * k]: e as int8 in all four bytes (a 32-bit broadcast gives
+ * int8 lanes; mm_cpu_a_exp reads it), low in all four bytes, v (fp32 bits). B panel of W
+ * columns, one record of MM_CPU_PANEL_STRIDE(W) int32 words per k: W int8 exponents, W low
+ * bytes, then W fp32 values (MM_CPU_PANEL_LOW, MM_CPU_PANEL_V). */
 #ifndef MMAEMU_CPU_FAST_H
 #define MMAEMU_CPU_FAST_H
 
 #include "mmaemu.h"
 
-/* Exponent of a zero factor: far below any real product exponent (>= -28), and two of them
- * still fit int16, the lanes of the kernels' first pass. */
-#define MM_CPU_ZERO_EXP (-16000)
+/* Exponent of a zero factor, an int8: a zero product's sum (<= -110 + 16) stays below every real
+ * product exponent (>= -28) and below MM_CPU_E_FLOOR, and the SIMD kernels' first pass adds the
+ * int8 exponents with signed saturation (two zeros give -128). */
+#define MM_CPU_ZERO_EXP (-110)
 /* Exponent given to an accumulator C = +-0: below every product exponent, even a zero one. */
 #define MM_CPU_ZERO_C_EXP (-40000)
 /* E is raised to at least this before s = 2^(frac - E) is formed, so s stays a normal fp32.
@@ -39,10 +43,10 @@
  * sum is 0 whatever E is. */
 #define MM_CPU_E_FLOOR (-90)
 
-/* Views of the decoded int32 words as fp32 values and int16 exponents. may_alias makes the
+/* Views of the decoded int32 words as fp32 values and int8 exponents. may_alias makes the
  * reinterpretation defined (GCC, clang); the vector loads of the kernels alias anyway. */
 typedef float mm_cpu_f32 __attribute__((may_alias));
-typedef int16_t mm_cpu_i16 __attribute__((may_alias));
+typedef int8_t mm_cpu_i8 __attribute__((may_alias));
 static inline mm_cpu_f32* mm_cpu_values(int32_t* words) {
     return (mm_cpu_f32*)(void*)words;
 }
@@ -50,12 +54,28 @@ static inline const mm_cpu_f32* mm_cpu_cvalues(const int32_t* words) {
     return (const mm_cpu_f32*)(const void*)words;
 }
 
-/* The exponent in an A word (its low int16). */
-static inline int32_t mm_cpu_a_exp(int32_t word) { return ((word & 0xFFFF) ^ 0x8000) - 0x8000; }
+/* int32 words per k of a decoded A row, and where its low byte and value sit. */
+#define MM_CPU_A_WORDS 3
+#define MM_CPU_A_LOW 1
+#define MM_CPU_A_V 2
 
-/* An A exponent word: e as int16 in both halves. */
-static inline int32_t mm_cpu_a_word(int32_t e) {
-    return (int32_t)(((uint32_t)e & 0xFFFFu) * 0x10001u);
+/* An A word holding one byte in all four bytes (e, low). */
+static inline int32_t mm_cpu_a_word(int32_t byte) { return (int32_t)(((uint32_t)byte & 0xFFu) * 0x01010101u); }
+
+/* The exponent in an A word (its low byte). */
+static inline int32_t mm_cpu_a_exp(int32_t word) { return (int32_t)(int8_t)(uint8_t)(word & 0xFF); }
+
+/* The low bytes: for the AVX-512 kernel's count of negative products that its floor cuts one
+ * unit below the model's cut toward zero. With l = (exponent of the lowest set bit of |x|)
+ * + MM_CPU_LOW_OFFSET in [0, 31] (E4M3 and E5M2 values have it in [-16, 15]), a non-zero x is
+ * l (x > 0) or l - 128 (x < 0), a zero is 63. Their int8 sum, wrapping, is la + lb + 32 - 128 in
+ * [-128, -66] exactly when the product is negative and non-zero, and at least -65 otherwise
+ * (positive: [0, 62]; a zero factor: [-65, -34] or [63, 126]). So "the product is negative and
+ * not a multiple of 2^grid", i.e. la + lb < grid (a product's lowest set bit is the sum of its
+ * factors'), is the signed byte compare sum < min(max(grid + 32, 0), 63) - 128. */
+#define MM_CPU_LOW_OFFSET 16
+static inline int32_t mm_cpu_low(int nonzero, int negative, int low) {
+    return nonzero ? low + MM_CPU_LOW_OFFSET - (negative ? 128 : 0) : 63;
 }
 
 /* The grid exponents (grid = E - frac) for which the kernels' fast composition (exponent
@@ -72,14 +92,20 @@ static inline int32_t mm_cpu_a_word(int32_t e) {
 #define MM_CPU_GRID_MAX_SPLIT 88
 #endif
 
-/* int32 words per k in a B panel of w columns. */
+/* int32 words per k in a B panel of w columns (w a multiple of 4), and the word offsets of its
+ * low bytes and values within a record. */
 #define MM_CPU_PANEL_STRIDE(w) ((w) / 2 + (w))
+#define MM_CPU_PANEL_LOW(w) ((w) / 4)
+#define MM_CPU_PANEL_V(w) ((w) / 2)
 
 /* What the block arithmetic needs, precomputed once per GEMM. */
 typedef struct {
     int64_t K;
     int32_t block, frac, keep, promote_blocks;
     int32_t fast;
+    /* The block's running sums stay within 2^22 units (mm_cpu_fits_rz): the AVX-512 kernel's
+     * floor-accumulating FMA form (cpu_kernel_avx512.c) applies. */
+    int32_t rz;
     int32_t c_late; /* C added after the block (mm_preset.c_late): split and wide kernels only */
     /* Clears the fp32 mantissa bits below the block result's `keep` significant bits. */
     uint32_t keep_mask;

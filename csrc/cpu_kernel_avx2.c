@@ -4,7 +4,7 @@
  * is one output column: the tile is MR rows x NV vectors of 8 columns, A's values are
  * broadcast and B's panel is loaded a vector at a time, so the block maximum and the sum are
  * lane-wise (no horizontal operations). Per product and column:
- *   pass 1, int16 lanes (16 columns a vector): add, max;
+ *   pass 1, int8 lanes (16 columns a 128-bit vector): saturating add, max;
  *   pass 2, fp32 lanes: a*b (exact), + G to its exponent field (times 2^-grid, exact:
  *   cpu_fast.h), truncate to int32, add.
  * The split form (presets whose block sums exceed 2^24, such as b200) sums the two halves of a
@@ -20,7 +20,7 @@
 #define MM_AVX2 __attribute__((target("avx2")))
 #define MM_AVX2_INLINE __attribute__((target("avx2"), always_inline)) static inline
 
-/* 4 rows x 16 columns: pass 1 holds a row's 16 columns in one int16 vector (NV = 2 fp32
+/* 4 rows x 16 columns: pass 1 holds a row's 16 columns in one int8 vector (NV = 2 fp32
  * vectors in pass 2); 4 rows share each panel load (MR = 2 ran slower here, the panel being
  * read from L2 in pass 1). */
 enum { MR = 4, NV = 2, VL = 8, W = NV * VL, STRIDE = MM_CPU_PANEL_STRIDE(W) };
@@ -96,11 +96,11 @@ MM_AVX2_INLINE void fix_lanes(__m256i c[MR][NV], __m256i S[MR][NV], __m256i (*S2
 MM_AVX2_INLINE void pass2(const int32_t* ak, int64_t as, const int32_t* bk, int k_begin,
                           int k_end, const __m256i G[MR][NV], __m256i S[MR][NV]) {
     for (int k = k_begin; k < k_end; k++) {
-        const mm_cpu_f32* vb = mm_cpu_cvalues(bk + k * STRIDE + W / 2);
+        const mm_cpu_f32* vb = mm_cpu_cvalues(bk + k * STRIDE + MM_CPU_PANEL_V(W));
         __m256 bv[NV];
         for (int v = 0; v < NV; v++) bv[v] = _mm256_loadu_ps(vb + v * VL);
         for (int r = 0; r < MR; r++) {
-            const __m256 av = _mm256_broadcast_ss(mm_cpu_cvalues(ak + r * as + 2 * k + 1));
+            const __m256 av = _mm256_broadcast_ss(mm_cpu_cvalues(ak + r * as + MM_CPU_A_WORDS * k + MM_CPU_A_V));
             for (int v = 0; v < NV; v++) {
                 const __m256i q = _mm256_add_epi32(_mm256_castps_si256(_mm256_mul_ps(av, bv[v])), G[r][v]);
                 S[r][v] = _mm256_add_epi32(S[r][v], _mm256_cvttps_epi32(_mm256_castsi256_ps(q)));
@@ -123,41 +123,41 @@ MM_AVX2_INLINE void chain(const mm_cpu_plan* p, const int32_t* a, int64_t as, co
     const __m256i v_scale = _mm256_set1_epi32(127 + p->frac);
     const __m256i keep_mask = _mm256_set1_epi32((int32_t)p->keep_mask);
     const __m256i grid_lo = _mm256_set1_epi32(MM_CPU_GRID_MIN), grid_hi = _mm256_set1_epi32(MM_CPU_GRID_MAX_NARROW);
-    const __m256i e16_init = _mm256_set1_epi16(-32768);
+    const __m128i e8_init = _mm_set1_epi8(-128);
     const __m256i v_frac = _mm256_set1_epi32(p->frac), v_bias = _mm256_set1_epi32(MM_CPU_A_BIAS);
     const __m256i v_glo = _mm256_set1_epi32(MM_CPU_PROD_EXP_MIN - p->frac), v_ghi = _mm256_set1_epi32(MM_CPU_PROD_EXP_MAX);
     for (int64_t kb = k0; kb < k1; kb += p->block) {
         const int n = (int)(k1 - kb < p->block ? k1 - kb : p->block);
-        const int32_t* ak = a + 2 * kb;
+        const int32_t* ak = a + MM_CPU_A_WORDS * kb;
         const int32_t* bk = b + kb * STRIDE;
-        /* Pass 1: the products' largest alignment exponent, 16 columns per int16 vector; even
-         * and odd k in separate maxima, so two max chains run at once. */
-        __m256i E16[MR], E16b[MR];
-        for (int r = 0; r < MR; r++) E16[r] = E16b[r] = e16_init;
+        /* Pass 1: the products' largest alignment exponent, 16 columns per int8 vector (the
+         * sums add with signed saturation: cpu_fast.h, MM_CPU_ZERO_EXP); even and odd k in
+         * separate maxima, so two max chains run at once. */
+        __m128i E8[MR], E8b[MR];
+        for (int r = 0; r < MR; r++) E8[r] = E8b[r] = e8_init;
         int k = 0;
         for (; k + 1 < n; k += 2) {
-            const __m256i eb0 = _mm256_loadu_si256((const __m256i*)(bk + k * STRIDE));
-            const __m256i eb1 = _mm256_loadu_si256((const __m256i*)(bk + (k + 1) * STRIDE));
+            const __m128i eb0 = _mm_loadu_si128((const __m128i*)(bk + k * STRIDE));
+            const __m128i eb1 = _mm_loadu_si128((const __m128i*)(bk + (k + 1) * STRIDE));
             for (int r = 0; r < MR; r++) {
-                const __m256i ea0 = _mm256_set1_epi32(ak[r * as + 2 * k]);
-                const __m256i ea1 = _mm256_set1_epi32(ak[r * as + 2 * k + 2]);
-                E16[r] = _mm256_max_epi16(E16[r], _mm256_add_epi16(ea0, eb0));
-                E16b[r] = _mm256_max_epi16(E16b[r], _mm256_add_epi16(ea1, eb1));
+                const __m128i ea0 = _mm_set1_epi32(ak[r * as + MM_CPU_A_WORDS * k]);
+                const __m128i ea1 = _mm_set1_epi32(ak[r * as + MM_CPU_A_WORDS * (k + 1)]);
+                E8[r] = _mm_max_epi8(E8[r], _mm_adds_epi8(ea0, eb0));
+                E8b[r] = _mm_max_epi8(E8b[r], _mm_adds_epi8(ea1, eb1));
             }
         }
         if (k < n) {
-            const __m256i eb0 = _mm256_loadu_si256((const __m256i*)(bk + k * STRIDE));
+            const __m128i eb0 = _mm_loadu_si128((const __m128i*)(bk + k * STRIDE));
             for (int r = 0; r < MR; r++)
-                E16[r] = _mm256_max_epi16(E16[r], _mm256_add_epi16(_mm256_set1_epi32(ak[r * as + 2 * k]), eb0));
+                E8[r] = _mm_max_epi8(E8[r], _mm_adds_epi8(_mm_set1_epi32(ak[r * as + MM_CPU_A_WORDS * k]), eb0));
         }
-        for (int r = 0; r < MR; r++) E16[r] = _mm256_max_epi16(E16[r], E16b[r]);
+        for (int r = 0; r < MR; r++) E8[r] = _mm_max_epi8(E8[r], E8b[r]);
         /* E with C's exponent, s = 2^(frac - E), S = trunc(C * s). E itself is not kept: the
          * grid is recovered from s (exact unless E was raised to the floor, and then S = 0). */
         __m256i S[MR][NV], G[MR][NV];
         __m256 s[MR][NV];
         for (int r = 0; r < MR; r++) {
-            const __m256i ep[NV] = {_mm256_cvtepi16_epi32(_mm256_castsi256_si128(E16[r])),
-                                    _mm256_cvtepi16_epi32(_mm256_extracti128_si256(E16[r], 1))};
+            const __m256i ep[NV] = {_mm256_cvtepi8_epi32(E8[r]), _mm256_cvtepi8_epi32(_mm_srli_si128(E8[r], 8))};
             for (int v = 0; v < NV; v++) {
                 const __m256i cb = p->c_late ? zero : c[r][v]; /* a late C joins after the block */
                 const __m256i field = _mm256_and_si256(_mm256_srli_epi32(cb, 23), v_ff);

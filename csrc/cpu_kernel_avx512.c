@@ -1,8 +1,23 @@
-/* cpu_kernel_avx512.c: the tile kernels (narrow and split sums) with AVX-512 (F + BW).
+/* cpu_kernel_avx512.c: the tile kernels (narrow and split sums) with AVX-512 (F + BW + VL).
  *
- * The AVX2 kernel (cpu_kernel_avx2.c) with twice the lanes: 32 int16 columns per vector in
- * pass 1, 16 fp32 columns in pass 2; zero tests use mask registers. Called only when the CPU
- * reports avx512f and avx512bw.
+ * Pass 1 (the block maximum) is the AVX2 kernel's (cpu_kernel_avx2.c) on 32 int8 columns per
+ * 256-bit vector. The split form (b200) and the narrow form of presets outside mm_cpu_plan.rz
+ * also take its pass 2 on 16 fp32 columns per vector. Called only when the CPU reports
+ * avx512f and avx512bw.
+ *
+ * The narrow form of hopper and ada (mm_cpu_plan.rz) sums a block with one FMA per product:
+ *   T = M + trunc(C * 2^-grid) units, M = 1.5 * 2^(23 + grid) (grid: the block's grid, here in
+ *       the biased units of A's values), so T is an fp32 in [2^23, 2^24) units of 2^grid;
+ *   T = fma(a, b, T) rounded toward zero (embedded rounding, no MXCSR change) for each k:
+ *       T + a*b is positive, so the rounding is floor: T gains floor(a*b / 2^grid) exactly
+ *       while the running sum stays within 2^22 units (the driver's bound, plan_fits_rz);
+ *   S = (bits(T) - bits(M)) + n, n = the number of negative products that are not a multiple
+ *       of 2^grid: there floor is one below the model's cut toward zero. n is counted in int8
+ *       lanes from the low bytes of the decoded operands (cpu_fast.h, mm_cpu_low).
+ * S is then mm_block's exact sum, and the block result is composed as in the other kernels.
+ * Per product: one FMA on 16 fp32 lanes and three int8 ops on 32 lanes (add, compare, subtract),
+ * against a multiply, an exponent add, a conversion and an add
+ * on 16 lanes in the AVX2 form.
  *
  * Built with -DMMAEMU_EMULATE_AVX512, the same source compiles against SIMDe's portable
  * implementation of the intrinsics (header-only, e.g. Debian's libsimde-dev), so that its
@@ -21,21 +36,61 @@ static inline __m256 mm_emu_cvtpd_ps(__m512d x) {
     return _mm256_set_m128(_mm256_cvtpd_ps(_mm512_extractf64x4_pd(x, 1)),
                            _mm256_cvtpd_ps(_mm512_castpd512_pd256(x)));
 }
+/* And the ones of the FMA form, lane by lane. The FMA rounds toward zero: the exact product
+ * (two fp32 significands fit a double) plus C, added in double under FE_TOWARDZERO, then
+ * narrowed under it (truncating twice is truncating once). */
+#include <fenv.h>
+static inline __m512 mm_emu_fmadd_rz(__m512 a, __m512 b, __m512 c) {
+    float x[16], y[16], z[16];
+    _mm512_storeu_ps(x, a);
+    _mm512_storeu_ps(y, b);
+    _mm512_storeu_ps(z, c);
+    const int mode = fegetround();
+    fesetround(FE_TOWARDZERO);
+    for (int l = 0; l < 16; l++) {
+        volatile double sum = (double)x[l] * (double)y[l] + (double)z[l];
+        volatile float f = (float)sum;
+        z[l] = f;
+    }
+    fesetround(mode);
+    return _mm512_loadu_ps(z);
+}
+static inline __m128i mm_emu_cvtepi32_epi8(__m512i x) {
+    int32_t v[16];
+    int8_t o[16];
+    _mm512_storeu_si512(v, x);
+    for (int l = 0; l < 16; l++) o[l] = (int8_t)v[l];
+    return _mm_loadu_si128((const __m128i*)(const void*)o);
+}
+static inline __m512i mm_emu_cvtepi8_epi32(__m128i x) {
+    int8_t v[16] = {0};
+    int32_t o[16];
+    _mm_storeu_si128((__m128i*)(void*)v, x);
+    for (int l = 0; l < 16; l++) o[l] = v[l];
+    return _mm512_loadu_si512(o);
+}
 #define _mm512_cvtepi32_pd mm_emu_cvtepi32_pd
 #define _mm512_cvtpd_ps mm_emu_cvtpd_ps
+#define _mm512_fmadd_round_ps(a, b, c, rounding) mm_emu_fmadd_rz(a, b, c)
+#define _mm512_cvtepi32_epi8 mm_emu_cvtepi32_epi8
+#define _mm512_cvtepi8_epi32 mm_emu_cvtepi8_epi32
+#ifndef _MM_FROUND_NO_EXC
+#define _MM_FROUND_NO_EXC SIMDE_MM_FROUND_NO_EXC
+#endif
 #define MM_AVX512
 #define MM_AVX512_INLINE static inline
 #define MM_HAVE_AVX512_KERNEL 1
 #elif (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
 #include <immintrin.h>
-#define MM_AVX512 __attribute__((target("avx512f,avx512bw")))
-#define MM_AVX512_INLINE __attribute__((target("avx512f,avx512bw"), always_inline)) static inline
+#define MM_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
+#define MM_AVX512_INLINE __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) static inline
 #define MM_HAVE_AVX512_KERNEL 1
 #endif
 
 #if defined(MM_HAVE_AVX512_KERNEL)
 
-/* 4 rows x 32 columns (one int16 vector per row in pass 1), as the AVX2 kernel's 4 x 16. */
+/* 4 rows x 32 columns (one 256-bit int8 vector per row in pass 1 and in the truncation count),
+ * as the AVX2 kernel's 4 x 16. */
 enum { MR = 4, NV = 2, VL = 16, W = NV * VL, STRIDE = MM_CPU_PANEL_STRIDE(W) };
 
 /* The grid exponent E - frac of a block from its scale s = 2^(frac - E). */
@@ -47,14 +102,14 @@ MM_AVX512_INLINE __m512i grid_of(__m512 s) {
  * compose_fix); called on copies, outside the hot loops. */
 MM_AVX512 __attribute__((noinline)) static void compose_fix(__m512i c[MR][NV], const __m512i S[MR][NV],
                                                            const __m512i S2[MR][NV],
-                                                           const __m512 s[MR][NV], int grid_hi,
+                                                           const __m512i grid[MR][NV], int grid_hi,
                                                            const mm_cpu_plan* p) {
     for (int r = 0; r < MR; r++)
         for (int v = 0; v < NV; v++) {
             int32_t s1[VL], s2[VL], gr[VL], o[VL];
             _mm512_storeu_si512(s1, S[r][v]);
             _mm512_storeu_si512(s2, S2[r][v]);
-            _mm512_storeu_si512(gr, grid_of(s[r][v]));
+            _mm512_storeu_si512(gr, grid[r][v]);
             _mm512_storeu_si512(o, c[r][v]);
             for (int l = 0; l < VL; l++) {
                 const int64_t sum = (int64_t)s1[l] + s2[l];
@@ -65,20 +120,28 @@ MM_AVX512 __attribute__((noinline)) static void compose_fix(__m512i c[MR][NV], c
         }
 }
 
+/* fix_lanes with the grids from the scales s (the blocks of the multiply form). */
 MM_AVX512_INLINE void fix_lanes(__m512i c[MR][NV], __m512i S[MR][NV], __m512i (*S2)[NV],
                                 __m512 s[MR][NV], int grid_hi, const mm_cpu_plan* p) {
-    __m512i cc[MR][NV], SS[MR][NV], SS2[MR][NV];
-    __m512 ss[MR][NV];
+    __m512i cc[MR][NV], SS[MR][NV], SS2[MR][NV], gg[MR][NV];
     for (int r = 0; r < MR; r++)
         for (int v = 0; v < NV; v++) {
             cc[r][v] = c[r][v];
             SS[r][v] = S[r][v];
             SS2[r][v] = S2 ? S2[r][v] : _mm512_setzero_si512();
-            ss[r][v] = s[r][v];
+            gg[r][v] = grid_of(s[r][v]);
         }
-    compose_fix(cc, SS, SS2, ss, grid_hi, p);
+    compose_fix(cc, SS, SS2, gg, grid_hi, p);
     for (int r = 0; r < MR; r++)
         for (int v = 0; v < NV; v++) c[r][v] = cc[r][v];
+}
+
+/* The exponent C brings to the block maximum (mm_cpu_c_exponent, 16 lanes). */
+MM_AVX512_INLINE __m512i c_exponent(__m512i cb) {
+    const __m512i field = _mm512_and_si512(_mm512_srli_epi32(cb, 23), _mm512_set1_epi32(0xFF));
+    const __mmask16 czero = _mm512_cmpeq_epi32_mask(_mm512_and_si512(cb, _mm512_set1_epi32(0x7FFFFFFF)), _mm512_setzero_si512());
+    return _mm512_mask_mov_epi32(_mm512_sub_epi32(_mm512_max_epi32(field, _mm512_set1_epi32(1)), _mm512_set1_epi32(127)),
+                                 czero, _mm512_set1_epi32(MM_CPU_ZERO_C_EXP));
 }
 
 /* Pass 2 over k in [k_begin, k_end) of a block: S += trunc((a * b) * 2^-grid), the scaling
@@ -86,16 +149,120 @@ MM_AVX512_INLINE void fix_lanes(__m512i c[MR][NV], __m512i S[MR][NV], __m512i (*
 MM_AVX512_INLINE void pass2(const int32_t* ak, int64_t as, const int32_t* bk, int k_begin,
                             int k_end, const __m512i G[MR][NV], __m512i S[MR][NV]) {
     for (int k = k_begin; k < k_end; k++) {
-        const mm_cpu_f32* vb = mm_cpu_cvalues(bk + k * STRIDE + W / 2);
+        const mm_cpu_f32* vb = mm_cpu_cvalues(bk + k * STRIDE + MM_CPU_PANEL_V(W));
         __m512 bv[NV];
         for (int v = 0; v < NV; v++) bv[v] = _mm512_loadu_ps(vb + v * VL);
         for (int r = 0; r < MR; r++) {
-            const __m512 av = _mm512_set1_ps(mm_bits_f32((uint32_t)ak[r * as + 2 * k + 1]));
+            const __m512 av = _mm512_set1_ps(mm_bits_f32((uint32_t)ak[r * as + MM_CPU_A_WORDS * k + MM_CPU_A_V]));
             for (int v = 0; v < NV; v++) {
                 const __m512i q = _mm512_add_epi32(_mm512_castps_si512(_mm512_mul_ps(av, bv[v])), G[r][v]);
                 S[r][v] = _mm512_add_epi32(S[r][v], _mm512_cvttps_epi32(_mm512_castsi512_ps(q)));
             }
         }
+    }
+}
+
+/* Pass 1: the products' largest alignment exponent over a block of n, 32 columns per int8 vector
+ * (signed saturating sums, cpu_fast.h); even and odd k in separate maxima. */
+MM_AVX512_INLINE void pass1(const int32_t* ak, int64_t as, const int32_t* bk, int n, __m256i E8[MR]) {
+    const __m256i e8_init = _mm256_set1_epi8(-128);
+    __m256i E8b[MR];
+    for (int r = 0; r < MR; r++) E8[r] = E8b[r] = e8_init;
+    int kp = 0;
+    for (; kp + 1 < n; kp += 2) {
+        const __m256i eb0 = _mm256_loadu_si256((const __m256i*)(const void*)(bk + kp * STRIDE));
+        const __m256i eb1 = _mm256_loadu_si256((const __m256i*)(const void*)(bk + (kp + 1) * STRIDE));
+        for (int r = 0; r < MR; r++) {
+            const __m256i ea0 = _mm256_set1_epi32(ak[r * as + MM_CPU_A_WORDS * kp]);
+            const __m256i ea1 = _mm256_set1_epi32(ak[r * as + MM_CPU_A_WORDS * (kp + 1)]);
+            E8[r] = _mm256_max_epi8(E8[r], _mm256_adds_epi8(ea0, eb0));
+            E8b[r] = _mm256_max_epi8(E8b[r], _mm256_adds_epi8(ea1, eb1));
+        }
+    }
+    if (kp < n) {
+        const __m256i eb0 = _mm256_loadu_si256((const __m256i*)(const void*)(bk + kp * STRIDE));
+        for (int r = 0; r < MR; r++)
+            E8[r] = _mm256_max_epi8(E8[r], _mm256_adds_epi8(_mm256_set1_epi32(ak[r * as + MM_CPU_A_WORDS * kp]), eb0));
+    }
+    for (int r = 0; r < MR; r++) E8[r] = _mm256_max_epi8(E8[r], E8b[r]);
+}
+
+/* The narrow block result of one vector: the keep bits of (float)S with grid added to the exponent
+ * field; returns the lanes outside that fast range, for compose_fix. */
+MM_AVX512_INLINE __mmask16 narrow_compose(__m512i* c, __m512i S, __m512i grid, __m512i keep_mask,
+                                          __m512i grid_lo, __m512i grid_hi) {
+    const __m512i f = _mm512_and_si512(_mm512_castps_si512(_mm512_cvtepi32_ps(S)), keep_mask);
+    const __mmask16 nz = _mm512_test_epi32_mask(S, S);
+    *c = _mm512_maskz_add_epi32(nz, f, _mm512_slli_epi32(grid, 23));
+    return nz & (_mm512_cmpgt_epi32_mask(grid_lo, grid) | _mm512_cmpgt_epi32_mask(grid, grid_hi));
+}
+
+/* One block of the narrow FMA form (file comment): the block result of C = c into c. E8: the
+ * products' block maxima (pass 1). Not inlined: the caller's state waits in memory, and the loop
+ * keeps its 8 sums, 4 thresholds and 4 counts in registers. The grid lies in [-90 - frac,
+ * 127 - frac] and plan_fits_rz caps frac at 21, so M = 1.5 * 2^(23 + grid - MM_CPU_A_BIAS) and
+ * T are normal and finite. */
+MM_AVX512 __attribute__((noinline)) static void rz_block(const mm_cpu_plan* p, const int32_t* ak, int64_t as,
+                                                        const int32_t* bk, int n, const __m256i E8[MR],
+                                                        __m512i c[MR][NV]) {
+    const __m512i v_floor = _mm512_set1_epi32(MM_CPU_E_FLOOR), v_frac = _mm512_set1_epi32(p->frac);
+    const __m512i v_scale = _mm512_set1_epi32(127 + p->frac);
+    const __m512i v_mbase = _mm512_set1_epi32(127 + 23 - MM_CPU_A_BIAS), v_half = _mm512_set1_epi32(0x400000);
+    const __m512i v_lo = _mm512_set1_epi32(-128), v_hi = _mm512_set1_epi32(-65), v_off = _mm512_set1_epi32(32 - 128);
+    __m512 T[MR][NV];
+    __m256i thr[MR], cnt[MR];
+    for (int r = 0; r < MR; r++) {
+        const __m512i ep[NV] = {_mm512_cvtepi8_epi32(_mm256_castsi256_si128(E8[r])),
+                                _mm512_cvtepi8_epi32(_mm256_extracti128_si256(E8[r], 1))};
+        __m128i t8[NV];
+        for (int v = 0; v < NV; v++) {
+            const __m512i ef = _mm512_max_epi32(_mm512_max_epi32(ep[v], c_exponent(c[r][v])), v_floor);
+            const __m512i grid = _mm512_sub_epi32(ef, v_frac);
+            const __m512 s = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_sub_epi32(v_scale, ef), 23));
+            const __m512i cterm = _mm512_cvttps_epi32(_mm512_mul_ps(_mm512_castsi512_ps(c[r][v]), s));
+            const __m512i M = _mm512_or_si512(_mm512_slli_epi32(_mm512_add_epi32(grid, v_mbase), 23), v_half);
+            T[r][v] = _mm512_castsi512_ps(_mm512_add_epi32(M, cterm));
+            t8[v] = _mm512_cvtepi32_epi8(_mm512_min_epi32(_mm512_max_epi32(_mm512_add_epi32(grid, v_off), v_lo), v_hi));
+        }
+        thr[r] = _mm256_inserti128_si256(_mm256_castsi128_si256(t8[0]), t8[1], 1);
+        cnt[r] = _mm256_setzero_si256();
+    }
+    for (int k = 0; k < n; k++) {
+        const int32_t* rec = bk + k * STRIDE;
+        const mm_cpu_f32* vb = mm_cpu_cvalues(rec + MM_CPU_PANEL_V(W));
+        const __m256i lb = _mm256_loadu_si256((const __m256i*)(const void*)(rec + MM_CPU_PANEL_LOW(W)));
+        __m512 bv[NV];
+        for (int v = 0; v < NV; v++) bv[v] = _mm512_loadu_ps(vb + v * VL);
+        for (int r = 0; r < MR; r++) {
+            const int32_t* ar = ak + r * as + MM_CPU_A_WORDS * k;
+            const __m512 av = _mm512_set1_ps(mm_bits_f32((uint32_t)ar[MM_CPU_A_V]));
+            for (int v = 0; v < NV; v++)
+                T[r][v] = _mm512_fmadd_round_ps(av, bv[v], T[r][v], _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+            const __m256i sum = _mm256_add_epi8(_mm256_set1_epi32(ar[MM_CPU_A_LOW]), lb);
+            cnt[r] = _mm256_sub_epi8(cnt[r], _mm256_cmpgt_epi8(thr[r], sum)); /* -1 where cut */
+        }
+    }
+    /* S = T - M + the count: T and M share the binade (its exponent field gives the grid back),
+     * M's fraction bits are 0x400000. */
+    const __m512i keep_mask = _mm512_set1_epi32((int32_t)p->keep_mask), v_fbits = _mm512_set1_epi32(0x7FFFFF);
+    const __m512i grid_lo = _mm512_set1_epi32(MM_CPU_GRID_MIN), grid_hi = _mm512_set1_epi32(MM_CPU_GRID_MAX_NARROW);
+    __m512i S[MR][NV], G[MR][NV];
+    __mmask16 bad = 0;
+    for (int r = 0; r < MR; r++) {
+        const __m512i n8[NV] = {_mm512_cvtepi8_epi32(_mm256_castsi256_si128(cnt[r])),
+                                _mm512_cvtepi8_epi32(_mm256_extracti128_si256(cnt[r], 1))};
+        for (int v = 0; v < NV; v++) {
+            const __m512i tb = _mm512_castps_si512(T[r][v]);
+            G[r][v] = _mm512_sub_epi32(_mm512_srli_epi32(tb, 23), v_mbase);
+            S[r][v] = _mm512_add_epi32(_mm512_sub_epi32(_mm512_and_si512(tb, v_fbits), v_half), n8[v]);
+            bad |= narrow_compose(&c[r][v], S[r][v], G[r][v], keep_mask, grid_lo, grid_hi);
+        }
+    }
+    if (bad) {
+        __m512i zero[MR][NV];
+        for (int r = 0; r < MR; r++)
+            for (int v = 0; v < NV; v++) zero[r][v] = _mm512_setzero_si512();
+        compose_fix(c, S, zero, G, MM_CPU_GRID_MAX_NARROW, p);
     }
 }
 
@@ -121,55 +288,38 @@ MM_AVX512_INLINE __m512i compose_split(__m512i S, __m512i S2, __m512i grid, cons
 MM_AVX512_INLINE void chain(const mm_cpu_plan* p, const int32_t* a, int64_t as, const int32_t* b,
                             int64_t k0, int64_t k1, __m512i c[MR][NV], const int split) {
     const __m512i zero = _mm512_setzero_si512();
-    const __m512i v_ff = _mm512_set1_epi32(0xFF), v_one = _mm512_set1_epi32(1);
-    const __m512i v_127 = _mm512_set1_epi32(127), v_abs = _mm512_set1_epi32(0x7FFFFFFF);
-    const __m512i v_zero_c = _mm512_set1_epi32(MM_CPU_ZERO_C_EXP);
     const __m512i v_floor = _mm512_set1_epi32(MM_CPU_E_FLOOR);
     const __m512i v_scale = _mm512_set1_epi32(127 + p->frac);
     const __m512i keep_mask = _mm512_set1_epi32((int32_t)p->keep_mask);
     const __m512i grid_lo = _mm512_set1_epi32(MM_CPU_GRID_MIN), grid_hi = _mm512_set1_epi32(MM_CPU_GRID_MAX_NARROW);
-    const __m512i e16_init = _mm512_set1_epi16(-32768);
     const __m512i v_frac = _mm512_set1_epi32(p->frac), v_bias = _mm512_set1_epi32(MM_CPU_A_BIAS);
     const __m512i v_glo = _mm512_set1_epi32(MM_CPU_PROD_EXP_MIN - p->frac), v_ghi = _mm512_set1_epi32(MM_CPU_PROD_EXP_MAX);
     for (int64_t kb = k0; kb < k1; kb += p->block) {
         const int n = (int)(k1 - kb < p->block ? k1 - kb : p->block);
-        const int32_t* ak = a + 2 * kb;
+        const int32_t* ak = a + MM_CPU_A_WORDS * kb;
         const int32_t* bk = b + kb * STRIDE;
-        /* Pass 1: the products' largest alignment exponent, 32 columns per int16 vector; even
-         * and odd k in separate maxima. */
-        __m512i E16[MR], E16b[MR];
-        for (int r = 0; r < MR; r++) E16[r] = E16b[r] = e16_init;
-        int kp = 0;
-        for (; kp + 1 < n; kp += 2) {
-            const __m512i eb0 = _mm512_loadu_si512(bk + kp * STRIDE);
-            const __m512i eb1 = _mm512_loadu_si512(bk + (kp + 1) * STRIDE);
-            for (int r = 0; r < MR; r++) {
-                const __m512i ea0 = _mm512_set1_epi32(ak[r * as + 2 * kp]);
-                const __m512i ea1 = _mm512_set1_epi32(ak[r * as + 2 * kp + 2]);
-                E16[r] = _mm512_max_epi16(E16[r], _mm512_add_epi16(ea0, eb0));
-                E16b[r] = _mm512_max_epi16(E16b[r], _mm512_add_epi16(ea1, eb1));
-            }
-        }
-        if (kp < n) {
-            const __m512i eb0 = _mm512_loadu_si512(bk + kp * STRIDE);
+        /* A's rows come from L3 or memory (each is read once per panel) in four streams the
+         * hardware prefetcher lags on: fetch the block after next (measured on Zen 4). */
+        if (kb + 2 * p->block < k1)
             for (int r = 0; r < MR; r++)
-                E16[r] = _mm512_max_epi16(E16[r], _mm512_add_epi16(_mm512_set1_epi32(ak[r * as + 2 * kp]), eb0));
+                for (int i = 0; i < MM_CPU_A_WORDS * p->block; i += 16)
+                    _mm_prefetch((const char*)(const void*)(ak + r * as + MM_CPU_A_WORDS * 2 * p->block + i), _MM_HINT_T0);
+        __m256i E8[MR];
+        pass1(ak, as, bk, n, E8);
+        if (!split && p->rz) {
+            rz_block(p, ak, as, bk, n, E8, c);
+            continue;
         }
-        for (int r = 0; r < MR; r++) E16[r] = _mm512_max_epi16(E16[r], E16b[r]);
         /* E with C's exponent, s = 2^(frac - E), S = trunc(C * s); the grid is later recovered
          * from s (as in the AVX2 kernel). */
         __m512i S[MR][NV], G[MR][NV];
         __m512 s[MR][NV];
         for (int r = 0; r < MR; r++) {
-            const __m512i ep[NV] = {_mm512_cvtepi16_epi32(_mm512_castsi512_si256(E16[r])),
-                                    _mm512_cvtepi16_epi32(_mm512_extracti64x4_epi64(E16[r], 1))};
+            const __m512i ep[NV] = {_mm512_cvtepi8_epi32(_mm256_castsi256_si128(E8[r])),
+                                    _mm512_cvtepi8_epi32(_mm256_extracti128_si256(E8[r], 1))};
             for (int v = 0; v < NV; v++) {
                 const __m512i cb = p->c_late ? zero : c[r][v]; /* a late C joins after the block */
-                const __m512i field = _mm512_and_si512(_mm512_srli_epi32(cb, 23), v_ff);
-                const __mmask16 czero = _mm512_cmpeq_epi32_mask(_mm512_and_si512(cb, v_abs), zero);
-                const __m512i ce = _mm512_mask_mov_epi32(_mm512_sub_epi32(_mm512_max_epi32(field, v_one), v_127),
-                                                         czero, v_zero_c);
-                const __m512i ef = _mm512_max_epi32(_mm512_max_epi32(ep[v], ce), v_floor);
+                const __m512i ef = _mm512_max_epi32(_mm512_max_epi32(ep[v], c_exponent(cb)), v_floor);
                 s[r][v] = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_sub_epi32(v_scale, ef), 23));
                 S[r][v] = _mm512_cvttps_epi32(_mm512_mul_ps(_mm512_castsi512_ps(cb), s[r][v]));
                 G[r][v] = _mm512_slli_epi32(_mm512_sub_epi32(v_bias, _mm512_min_epi32(_mm512_max_epi32(
@@ -200,13 +350,8 @@ MM_AVX512_INLINE void chain(const mm_cpu_plan* p, const int32_t* a, int64_t as, 
             continue;
         }
         for (int r = 0; r < MR; r++)
-            for (int v = 0; v < NV; v++) {
-                const __m512i grid = grid_of(s[r][v]);
-                const __m512i f = _mm512_and_si512(_mm512_castps_si512(_mm512_cvtepi32_ps(S[r][v])), keep_mask);
-                const __mmask16 nz = _mm512_test_epi32_mask(S[r][v], S[r][v]);
-                bad |= nz & (_mm512_cmpgt_epi32_mask(grid_lo, grid) | _mm512_cmpgt_epi32_mask(grid, grid_hi));
-                c[r][v] = _mm512_maskz_add_epi32(nz, f, _mm512_slli_epi32(grid, 23));
-            }
+            for (int v = 0; v < NV; v++)
+                bad |= narrow_compose(&c[r][v], S[r][v], grid_of(s[r][v]), keep_mask, grid_lo, grid_hi);
         if (bad) fix_lanes(c, S, NULL, s, MM_CPU_GRID_MAX_NARROW, p);
     }
 }

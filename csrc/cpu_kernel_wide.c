@@ -21,9 +21,9 @@ static void block(const mm_cpu_plan* p, const int32_t* a, int64_t as, const int3
         for (int l = 0; l < W; l++)
             E[r][l] = p->c_late ? MM_CPU_ZERO_C_EXP : mm_cpu_c_exponent(c[r][l]);
     for (int64_t k = kb; k < kb + n; k++) {
-        const mm_cpu_i16* eb = (const mm_cpu_i16*)(const void*)(b + k * STRIDE);
+        const mm_cpu_i8* eb = (const mm_cpu_i8*)(const void*)(b + k * STRIDE);
         for (int r = 0; r < MR; r++) {
-            const int32_t ea = mm_cpu_a_exp(a[r * as + 2 * k]);
+            const int32_t ea = mm_cpu_a_exp(a[r * as + MM_CPU_A_WORDS * k]);
             for (int l = 0; l < W; l++) {
                 const int32_t e = ea + eb[l];
                 E[r][l] = e > E[r][l] ? e : E[r][l];
@@ -36,9 +36,9 @@ static void block(const mm_cpu_plan* p, const int32_t* a, int64_t as, const int3
             S[r][l] = p->c_late ? 0 : (int64_t)((double)mm_bits_f32(c[r][l]) * s[r][l]);
         }
     for (int64_t k = kb; k < kb + n; k++) {
-        const mm_cpu_f32* vb = mm_cpu_cvalues(b + k * STRIDE + W / 2);
+        const mm_cpu_f32* vb = mm_cpu_cvalues(b + k * STRIDE + MM_CPU_PANEL_V(W));
         for (int r = 0; r < MR; r++) {
-            const float va = mm_bits_f32((uint32_t)a[r * as + 2 * k + 1]);
+            const float va = mm_bits_f32((uint32_t)a[r * as + MM_CPU_A_WORDS * k + MM_CPU_A_V]);
             for (int l = 0; l < W; l++) S[r][l] += (int64_t)((double)(va * vb[l]) * s[r][l]);
         }
     }

@@ -4,7 +4,11 @@
  * intrinsics, which runs the AVX-512 kernel on CPUs without AVX-512. Every SIMD path the
  * build can run is compared bit for bit with mmaemu_gemm_reference, with 1 and 2 threads, over
  * random shapes, formats, presets (and random preset parameters), accumulation modes, splits,
- * epilogues and output kinds, with zeros, subnormals, NaN and Inf among the codes.
+ * epilogues and output kinds, with zeros, subnormals, NaN and Inf among the codes. Then every
+ * pair of codes (both formats each side) as the second product of a block under a dominant first
+ * product of several sizes and signs, alone and joined by the first block's result as C: each
+ * product's cut toward zero at every grid offset and sign, which the AVX-512 kernel's
+ * truncation count must match (pairs_check).
  * Usage: cpu_simd_check [iterations] [seed]. Prints "<n> iterations, <f> failures; ...". */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -30,6 +34,84 @@ static uint8_t random_code(int fmt, int special) {
     if (r < 10) c &= 0x87;
     else if (r < 15) c = (rnd() & 1) ? 0x80 : 0;
     return c;
+}
+
+/* Compares every path (1 thread) with the reference on g; returns the number of mismatches
+ * and counts the paths that ran. */
+static int compare_paths(mm_gemm* g, const char* const* paths, int* ran, const char* what) {
+    const size_t bytes = (size_t)(g->M * g->N) * 4;
+    uint32_t* ref = calloc(1, bytes);
+    uint32_t* out = calloc(1, bytes);
+    int failures = 0;
+    g->out = ref;
+    if (!ref || !out || mmaemu_gemm_reference(g) != MM_OK) {
+        printf("reference failed\n");
+        exit(2);
+    }
+    for (int pi = 0; pi < 3; pi++) {
+        setenv("MMAEMU_CPU_SIMD", paths[pi], 1);
+        memset(out, 0xAB, bytes);
+        g->out = out;
+        const int rc = mmaemu_gemm_cpu(g, 1);
+        if (rc == MM_ERR_CPU_SIMD) continue;
+        if (rc != MM_OK) {
+            printf("cpu backend failed: %s\n", mmaemu_error_string(rc));
+            exit(2);
+        }
+        ran[pi]++;
+        if (memcmp(ref, out, bytes) == 0) continue;
+        failures++;
+        printf("mismatch: %s path %s\n", what, paths[pi]);
+    }
+    free(ref);
+    free(out);
+    return failures;
+}
+
+/* Rows i and columns j hold code i and code j at k = 1 and k = block (the second block: C is the
+ * first block's result) after a dominant code at k = 0, zeros elsewhere; hopper and ada, with
+ * and without fast accumulation, the raw accumulator out. */
+static int pairs_check(const char* const* paths, int* ran) {
+    /* per format: the largest finite, 2.0, the smallest normal, zero; alternate signs */
+    static const uint8_t dom[2][4] = {{0x7E, 0xC0, 0x08, 0x00}, {0x7B, 0xC0, 0x04, 0x00}};
+    int failures = 0;
+    for (int fa = 0; fa < 2; fa++)
+        for (int fb = 0; fb < 2; fb++)
+            for (int preset = MM_PRESET_HOPPER; preset <= MM_PRESET_ADA; preset++)
+                for (int fast = 0; fast < 2; fast++)
+                    for (int d = 0; d < 4; d++) {
+                        mm_gemm g;
+                        memset(&g, 0, sizeof g);
+                        g.preset = mm_preset_get(preset);
+                        g.M = g.N = 256;
+                        g.K = 2 * g.preset.block;
+                        g.lda = g.ldb = g.K;
+                        g.ldo = g.N;
+                        g.out_kind = MM_OUT_ACC;
+                        g.fmt_a = fa;
+                        g.fmt_b = fb;
+                        g.fast_accum = fast;
+                        g.splits = 1;
+                        g.scheme = MM_SCHEME_NONE;
+                        g.scale_a = g.scale_b = 1.0f;
+                        uint8_t* a = calloc((size_t)(g.M * g.K), 1);
+                        uint8_t* b = calloc((size_t)(g.N * g.K), 1);
+                        for (int64_t i = 0; i < 256; i++) {
+                            a[i * g.K] = dom[fa][d];
+                            b[i * g.K] = (uint8_t)(dom[fb][d] ^ (d & 1 ? 0x80 : 0)); /* d = 1: negative */
+                            a[i * g.K + 1] = b[i * g.K + 1] = (uint8_t)i;
+                            a[i * g.K + g.preset.block] = b[i * g.K + g.preset.block] = (uint8_t)i;
+                        }
+                        g.a = a;
+                        g.b = b;
+                        char what[96];
+                        snprintf(what, sizeof what, "pairs fmt %d/%d preset %d fast %d dominant %d", fa, fb,
+                                 preset, fast, d);
+                        failures += compare_paths(&g, paths, ran, what);
+                        free(a);
+                        free(b);
+                    }
+    return failures;
 }
 
 int main(int argc, char** argv) {
@@ -112,6 +194,7 @@ int main(int argc, char** argv) {
         free(ref);
         free(out);
     }
+    failures += pairs_check(paths, ran);
     printf("%d iterations, %d failures; runs portable %d avx2 %d avx512 %d\n", iters, failures,
            ran[0], ran[1], ran[2]);
     return failures != 0;
