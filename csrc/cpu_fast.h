@@ -78,7 +78,7 @@ static inline int32_t mm_cpu_a_word(int32_t e) {
 /* What the block arithmetic needs, precomputed once per GEMM. */
 typedef struct {
     int64_t K;
-    int32_t block, frac, keep, promote_blocks;
+    int32_t block, frac, keep, promote_k;
     int32_t fast;
     int32_t c_late; /* C added after the block (mm_preset.c_late): split and wide kernels only */
     /* Clears the fp32 mantissa bits below the block result's `keep` significant bits. */
