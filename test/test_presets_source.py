@@ -1,14 +1,14 @@
 """One source of the presets' arithmetic: csrc/kernels/mmaemu_presets.h, the header the ops
 compute with. mmaemu.get_preset() reads it through mmaemu._C.preset, tables/presets.json holds
-only names and provenance, and the independent Python model's copy (test/pymodel.py) must
-equal it."""
+only names and provenance, and the independent Python model's copy (mmaemu_tools/exactmodel.py)
+must equal it."""
 import json
 import os
 
 import pytest
 
 import mmaemu
-import pymodel
+from mmaemu_tools import exactmodel
 from mmaemu import _C
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -36,7 +36,7 @@ def test_every_preset_of_the_table_is_one_of_the_headers():
 def test_get_preset_and_the_python_model_equal_the_header(name):
     c = _C.preset(name)
     assert {k: getattr(mmaemu.get_preset(name), k) for k in ARITHMETIC} == {k: c[k] for k in ARITHMETIC}
-    m = pymodel.PRESETS[name]
+    m = exactmodel.PRESETS[name]
     assert {k: int(getattr(m, k)) for k in ARITHMETIC} == {k: c[k] for k in ARITHMETIC}
 
 
