@@ -45,3 +45,14 @@ def test_the_header_values_are_the_documented_ones():
     got = {n: tuple(_C.preset(n)[k] for k in ARITHMETIC) for n in ("hopper", "ada", "b200")}
     assert got == {"hopper": (32, 13, 14, 128, 0, 0), "ada": (16, 13, 14, 128, 0, 64),
                    "b200": (32, 25, 24, 128, 1, 0)}
+
+
+def test_the_promotion_interval_is_whole_blocks():
+    """promote_k is in k and ends on a block boundary: the named presets have it so, and a preset
+    given as numbers (the loader's test entry point) is refused otherwise, by name."""
+    for name in ("hopper", "ada", "b200"):
+        p = _C.preset(name)
+        assert p["promote_k"] >= p["block"] and p["promote_k"] % p["block"] == 0, name
+    for bad in ((32, 13, 14, 100), (16, 13, 14, 0), (32, 13, 14, 16)):
+        with pytest.raises(ValueError, match=r"promote_k \(\d+\) must be a positive multiple of block"):
+            _C.cuda_run_plan("reference", 1, 1, 32, bad)
