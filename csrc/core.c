@@ -8,7 +8,7 @@
 const char* mmaemu_error_string(int code) {
     switch (code) {
     case MM_OK: return "ok";
-    case MM_ERR_ARGUMENT: return "invalid argument (size, stride, format or split plan)";
+    case MM_ERR_ARGUMENT: return "invalid argument (size, stride, format, preset or split plan)";
     case MM_ERR_FLUSH_DENORMAL:
         return "the CPU flushes subnormal numbers to zero (torch.set_flush_denormal(True)); "
                "mmaemu refuses to run because fp32 adds would not be IEEE. "
@@ -63,7 +63,10 @@ int mmaemu_gemm_check(const mm_gemm* g) {
         return MM_ERR_ARGUMENT;
     if (g->scheme < MM_SCHEME_NONE || g->scheme > MM_SCHEME_PAIRWISE) return MM_ERR_ARGUMENT;
     if (g->splits < 1 || g->splits > MM_MAX_SPLITS) return MM_ERR_ARGUMENT;
-    if (g->preset.block < 1 || g->preset.block > 64 || g->preset.promote_blocks < 1) return MM_ERR_ARGUMENT;
+    if (g->preset.block < 1 || g->preset.block > 64) return MM_ERR_ARGUMENT;
+    /* a promotion interval ends on a block boundary: a whole, positive number of blocks */
+    if (g->preset.promote_k < g->preset.block || g->preset.promote_k % g->preset.block != 0)
+        return MM_ERR_ARGUMENT;
     if (g->preset.frac < 0 || g->preset.frac > 30 || g->preset.keep < 1 || g->preset.keep > 40) return MM_ERR_ARGUMENT;
     if (g->preset.c_late != 0 && g->preset.c_late != 1) return MM_ERR_ARGUMENT;
     if (g->preset.split_rr_tile < 0 || g->preset.split_rr_tile > 4096) return MM_ERR_ARGUMENT;

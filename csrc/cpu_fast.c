@@ -54,7 +54,7 @@ static void plan_make(const mm_gemm* g, mm_cpu_plan* p) {
     p->block = q->block;
     p->frac = q->frac;
     p->keep = q->keep;
-    p->promote_blocks = q->promote_blocks;
+    p->promote_k = q->promote_k;
     p->fast = g->fast_accum != 0;
     p->c_late = q->c_late != 0;
     p->rz = plan_fits_rz(g);
@@ -270,7 +270,7 @@ static void simd_probe(void) {
     plan.block = 32;
     plan.frac = 13;
     plan.keep = 14;
-    plan.promote_blocks = 4;
+    plan.promote_k = 128;
     plan.fast = 1;
     plan.rz = 1;
     plan.keep_mask = ~((1u << 10) - 1u);
@@ -442,7 +442,7 @@ static void tile_dot_round_robin(const mm_cpu_job* job, const int32_t* a, const 
     const int n = job->kern->mr * job->kern->w;
     const int64_t as = MM_CPU_A_WORDS * g->K, T = g->preset.split_rr_tile, S = g->splits;
     const int fast = job->plan.fast;
-    const int64_t interval = fast ? ((int64_t)1 << 62) : (int64_t)g->preset.block * g->preset.promote_blocks;
+    const int64_t interval = fast ? ((int64_t)1 << 62) : (int64_t)g->preset.promote_k;
     mm_cpu_plan chain_plan = job->plan;
     chain_plan.fast = 1;
     float *chain = red + 30 * (int64_t)n, *main_acc = red + 31 * (int64_t)n;
@@ -796,7 +796,7 @@ int mmaemu_gemm_cpu(const mm_gemm* g, int threads) {
     }
     /* A streamed split state resumes on a block boundary (fast: one chain) or on a promotion
      * interval boundary (its chain restarts there); a segment holds at least one. */
-    const int64_t unit = job->plan.fast ? g->preset.block : (int64_t)g->preset.block * g->preset.promote_blocks;
+    const int64_t unit = job->plan.fast ? g->preset.block : (int64_t)g->preset.promote_k;
     int64_t kc = MM_CPU_STREAM_CHUNK; /* within both budgets, whole units */
     if (kc > MM_CPU_PANEL_BUDGET / (4 * MM_CPU_PANEL_STRIDE(w))) kc = MM_CPU_PANEL_BUDGET / (4 * MM_CPU_PANEL_STRIDE(w));
     if (kc > MM_CPU_A_BUDGET / (4 * MM_CPU_A_WORDS * mr)) kc = MM_CPU_A_BUDGET / (4 * MM_CPU_A_WORDS * mr);

@@ -101,7 +101,7 @@ static inline int32_t mm_cpu_low(int nonzero, int negative, int low) {
 /* What the block arithmetic needs, precomputed once per GEMM. */
 typedef struct {
     int64_t K;
-    int32_t block, frac, keep, promote_blocks;
+    int32_t block, frac, keep, promote_k;
     int32_t fast;
     /* The block's running sums stay within 2^22 units (mm_cpu_fits_rz): the AVX-512 kernel's
      * floor-accumulating FMA form (cpu_kernel_avx512.c) applies. */

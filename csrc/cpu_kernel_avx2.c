@@ -220,7 +220,7 @@ MM_AVX2_INLINE void tile_impl(const mm_cpu_plan* p, const int32_t* a, int64_t as
             for (int v = 0; v < NV; v++) _mm256_storeu_si256((__m256i*)(acc + r * W + v * VL), c[r][v]);
         return;
     }
-    const int64_t interval = (int64_t)p->block * p->promote_blocks;
+    const int64_t interval = p->promote_k;
     __m256 main_acc[MR][NV];
     for (int r = 0; r < MR; r++)
         for (int v = 0; v < NV; v++) main_acc[r][v] = resume ? _mm256_loadu_ps(acc + r * W + v * VL) : _mm256_setzero_ps();

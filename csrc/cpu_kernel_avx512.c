@@ -368,7 +368,7 @@ MM_AVX512_INLINE void tile_impl(const mm_cpu_plan* p, const int32_t* a, int64_t 
             for (int v = 0; v < NV; v++) _mm512_storeu_si512(acc + r * W + v * VL, c[r][v]);
         return;
     }
-    const int64_t interval = (int64_t)p->block * p->promote_blocks;
+    const int64_t interval = p->promote_k;
     __m512 main_acc[MR][NV];
     for (int r = 0; r < MR; r++)
         for (int v = 0; v < NV; v++) main_acc[r][v] = resume ? _mm512_loadu_ps(acc + r * W + v * VL) : _mm512_setzero_ps();

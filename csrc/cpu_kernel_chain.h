@@ -29,7 +29,7 @@ static void tile(const mm_cpu_plan* p, const int32_t* a, int64_t as, const int32
             for (int l = 0; l < W; l++) acc[r * W + l] = mm_bits_f32(c[r][l]);
         return;
     }
-    const int64_t interval = (int64_t)p->block * p->promote_blocks;
+    const int64_t interval = p->promote_k;
     if (!resume)
         for (int i = 0; i < MR * W; i++) acc[i] = 0.0f;
     for (int64_t k = k0; k < k1; k += interval) {

@@ -45,6 +45,8 @@ typedef struct {
     int only_cc;                                  /* the one compute capability it runs on, or 0 */
     int gated;                                    /* 1: not exact by construction, self-tested */
     int exact;                                    /* 1: IEEE-exact on every GPU */
+    int round_robin_splits;                       /* 1: computes a split of S > 1 in the round-robin
+                                                     layout (mm_preset.split_rr_tile > 0) */
     int tile;                                     /* output tile edge (0: one thread per element) */
     int smem_bytes;                               /* dynamic shared memory per block */
     mm_kernel_functions functions;

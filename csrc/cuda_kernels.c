@@ -13,7 +13,7 @@
 
 static const mm_cuda_kernel kernels[] = {
     {.name = "reference", .module = "reference", .kind = MM_KERNEL_REFERENCE,
-     .presets = {"hopper", "ada", "b200"}, .min_cc = 0, .exact = 1,
+     .presets = {"hopper", "ada", "b200"}, .min_cc = 0, .exact = 1, .round_robin_splits = 1,
      .functions = {.block32 = "mmaemu_reference_gemm"},
      .description = "the scalar C model: every format, preset and split plan; on the tensors' device"},
     {.name = "cuda:h1", .module = "ieee", .kind = MM_KERNEL_TILED, .presets = {"hopper"},
@@ -65,12 +65,12 @@ static int kernel_accepts(const mm_cuda_kernel* k, const mm_gemm* g) {
     if (k->kind == MM_KERNEL_WGMMA) {
         if (p->frac != 13 || p->keep != 14)
             return mm_cu_fail(MM_ERR_UNAVAILABLE, "%s reproduces only the tensor core's own cut (frac 13, keep 14)", k->name);
-        if (!g->fast_accum && p->block * p->promote_blocks != 128)
-            return mm_cu_fail(MM_ERR_UNAVAILABLE, "%s promotes every 128 k (preset: %d)", k->name, (int)(p->block * p->promote_blocks));
+        if (!g->fast_accum && p->promote_k != 128)
+            return mm_cu_fail(MM_ERR_UNAVAILABLE, "%s promotes every 128 k (preset: %d)", k->name, (int)p->promote_k);
     }
     if ((g->M + k->tile - 1) / k->tile > 65535)
         return mm_cu_fail(MM_ERR_UNAVAILABLE, "%s: M = %lld rows exceed its grid", k->name, (long long)g->M);
-    if (g->splits > 1 && p->split_rr_tile > 0)
+    if (g->splits > 1 && p->split_rr_tile > 0 && !k->round_robin_splits)
         return mm_cu_fail(MM_ERR_UNAVAILABLE, "%s computes contiguous split slices only (the preset deals %d-k tiles round-robin: the reference kernel computes it)", k->name, (int)p->split_rr_tile);
     return MM_OK;
 }

@@ -48,11 +48,12 @@ PyObject* kernel_dict(const mm_cuda_kernel* k) {
   static const char* const kinds[] = {"reference", "tiled", "wgmma"};
   const mm_kernel_functions& f = k->functions;
   return Py_BuildValue(
-      "{s:s,s:s,s:s,s:N,s:N,s:i,s:N,s:O,s:O,s:i,s:i,s:{s:N,s:N,s:N,s:N},s:s}", "name", k->name,
+      "{s:s,s:s,s:s,s:N,s:N,s:i,s:N,s:O,s:O,s:O,s:i,s:i,s:{s:N,s:N,s:N,s:N},s:s}", "name", k->name,
       "module", k->module, "kind", kinds[k->kind], "presets", presets, "block",
       int_or_none(mmaemu_cuda_kernel_block(k)), "min_cc", k->min_cc, "only_cc",
       int_or_none(k->only_cc), "gated", k->gated ? Py_True : Py_False, "exact",
-      k->exact ? Py_True : Py_False, "tile", k->tile, "smem_bytes", k->smem_bytes, "functions",
+      k->exact ? Py_True : Py_False, "round_robin_splits", k->round_robin_splits ? Py_True : Py_False,
+      "tile", k->tile, "smem_bytes", k->smem_bytes, "functions",
       "block32", str_or_none(f.block32), "block16", str_or_none(f.block16), "block32_fast",
       str_or_none(f.block32_fast), "block16_fast", str_or_none(f.block16_fast), "description",
       k->description);
@@ -143,7 +144,7 @@ PyObject* py_nvrtc_compile(PyObject*, PyObject* args) {
 
 // One GEMM on raw device addresses with the named kernel: what torch_ops.cpp does for CUDA
 // tensors, without tensors, so that the loader can be driven against a fake driver. Returns
-// (rc, the loader's message). preset: a name, or (block, frac, keep, promote_blocks[, c_late[,
+// (rc, the loader's message). preset: a name, or (block, frac, keep, promote_k[, c_late[,
 // split_rr_tile]]).
 PyObject* py_cuda_run_plan(PyObject*, PyObject* args, PyObject* kwargs) {
   static const char* kw[] = {"kernel", "M", "N", "K", "preset", "fmt_a", "fmt_b", "fast_accum",
@@ -168,6 +169,9 @@ PyObject* py_cuda_run_plan(PyObject*, PyObject* args, PyObject* kwargs) {
   } else {
     int32_t p[6] = {0, 0, 0, 0, 0, 0};
     if (!PyArg_ParseTuple(preset, "iiii|ii", &p[0], &p[1], &p[2], &p[3], &p[4], &p[5])) return nullptr;
+    if (p[0] < 1 || p[3] < p[0] || p[3] % p[0] != 0)
+      return PyErr_Format(PyExc_ValueError,
+                          "preset: promote_k (%d) must be a positive multiple of block (%d)", p[3], p[0]);
     g.preset = mm_preset{p[0], p[1], p[2], p[3], p[4], p[5]};
   }
   g.a = reinterpret_cast<const uint8_t*>(a);
@@ -209,7 +213,7 @@ static PyObject* py_preset(PyObject*, PyObject* arg) {
   const mm_preset p = mm_preset_get(id);
   return Py_BuildValue("{s:i,s:i,s:i,s:i,s:i,s:i,s:i}", "id", id, "block", (int)p.block,
                        "frac", (int)p.frac, "keep", (int)p.keep,
-                       "promote_k", (int)(p.block * p.promote_blocks), "c_late", (int)p.c_late,
+                       "promote_k", (int)p.promote_k, "c_late", (int)p.c_late,
                        "split_rr_tile", (int)p.split_rr_tile);
 }
 

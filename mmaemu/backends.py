@@ -38,12 +38,13 @@ from ._loader import (cache_dir, device_count, device_info, driver_status,  # no
                       env_flag as _env, kernel_check, kernel_dir as _kernel_dir, nvrtc_compile,
                       nvrtc_status)
 from .errors import BackendFallbackWarning, BackendUnavailableError
+from .profiles import get_preset
 
 # --------------------------------------------------------------------------------------------
 # The registry: a view of the C core's kernel table (csrc/cuda_kernels.c), plus policy
 
 Kernel = collections.namedtuple(
-    "Kernel", "name presets block min_cc only_cc gated auto_ccs exact description")
+    "Kernel", "name presets block min_cc only_cc gated auto_ccs exact round_robin_splits description")
 
 # Policy: the compute capabilities on which backend="auto" may take a gated kernel (after its
 # self-test there); elsewhere only MMAEMU_ALLOW_GATED_KERNELS=1 allows it. cuda:wgmma runs on
@@ -55,7 +56,7 @@ def _kernel(entry):
     gated = entry["gated"]
     return Kernel(entry["name"], tuple(entry["presets"]), entry["block"], entry["min_cc"],
                   entry["only_cc"], gated, GATE_TRUSTED_CCS.get(entry["name"], ()) if gated else None,
-                  entry["exact"], entry["description"])
+                  entry["exact"], entry["round_robin_splits"], entry["description"])
 
 
 KERNELS = collections.OrderedDict((e["name"], _kernel(e)) for e in _C.kernel_table())
@@ -106,6 +107,17 @@ def _static_reason(kernel, device, preset=None):
     if not ok:
         return f"{kernel} does not load: {detail}"
     return None
+
+
+def _split_reason(kernel, preset, splits):
+    """None if the kernel computes the plan's split layout, else why not: a preset that deals
+    k tiles round-robin to S > 1 slices (ada) needs a kernel with that capability in the table
+    (round_robin_splits; the reference kernel), as the loader refuses it on the others."""
+    tile = get_preset(preset).split_rr_tile
+    if splits <= 1 or not tile or KERNELS[kernel].round_robin_splits:
+        return None
+    return (f"{kernel} computes contiguous split slices only (the '{preset}' preset deals {tile}-k "
+            f"tiles round-robin to its {splits} slices)")
 
 
 def _gate_reason(kernel, device):
@@ -168,13 +180,14 @@ _resolve_cache = {}
 _ENV_KEYS = ("MMAEMU_BACKEND", "MMAEMU_DISABLE_CUDA", "MMAEMU_ALLOW_GATED_KERNELS")
 
 
-def resolve(backend_request, tensors, preset, fmt_pair):
+def resolve(backend_request, tensors, preset, fmt_pair, splits=1):
     """Chooses the backend for a GEMM.
 
     backend_request: None (MMAEMU_BACKEND or "auto"), "auto", "reference", "cuda", or a kernel
     name; tensors: the operands (their device decides; a torch.device also works); preset:
     "hopper", "ada", "b200";
-    fmt_pair: the operands' FP8 formats (torch dtypes or "e4m3"/"e5m2").
+    fmt_pair: the operands' FP8 formats (torch dtypes or "e4m3"/"e5m2"); splits: the plan's
+    split-K count S (a kernel must compute the preset's split layout for it).
 
     Returns Resolution(backend, fallbacks, warnings): the string to pass as the ops' `backend`
     argument, the kernels skipped with the reason for each ("name: why"), and the
@@ -196,18 +209,19 @@ def resolve(backend_request, tensors, preset, fmt_pair):
     if device.type == "cuda" and device.index is None:
         device = torch.device("cuda", torch.cuda.current_device())
     fa, fb = (_fmt_name(f) for f in fmt_pair)
-    key = (request, str(device), preset, fa, fb, tuple(os.environ.get(k) for k in _ENV_KEYS))
+    splits = int(splits)
+    key = (request, str(device), preset, fa, fb, splits, tuple(os.environ.get(k) for k in _ENV_KEYS))
     hit = _resolve_cache.get(key)
     if hit is not None:
         return hit
     capturing = _capturing()
-    res = _resolve(request, device, preset, fa, fb, capturing)
+    res = _resolve(request, device, preset, fa, fb, splits, capturing)
     if not capturing:
         _resolve_cache[key] = res
     return res
 
 
-def _resolve(request, device, preset, fa, fb, capturing=False):
+def _resolve(request, device, preset, fa, fb, splits=1, capturing=False):
     if device.type != "cuda":
         if device.type == "cpu" and request in ("auto", "cpu", "reference"):
             name = "cpu" if request == "auto" else request
@@ -241,6 +255,8 @@ def _resolve(request, device, preset, fa, fb, capturing=False):
         why = _static_reason(request, dev, preset)
         if why is None and not e4m3:
             why = f"{request} computes E4M3 x E4M3 only (got {fa} x {fb})"
+        if why is None:
+            why = _split_reason(request, preset, splits)
         if why is None and k.gated:
             v = verdict(request, preset, dev)
             if v is None:
@@ -262,7 +278,8 @@ def _resolve(request, device, preset, fa, fb, capturing=False):
         if name != "reference" and not e4m3:
             fallbacks.append(f"{name}: E5M2 and mixed formats run on the reference backend")
             continue
-        why = _static_reason(name, dev, preset) or _gate_reason(name, dev)
+        why = _split_reason(name, preset, splits) or _static_reason(name, dev, preset) \
+            or _gate_reason(name, dev)
         if why is None:
             v = verdict(name, preset, dev)
             if v is None and capturing and k.exact:

@@ -90,7 +90,10 @@ def build_plan(M, N, K, fmt_a, fmt_b, out_dtype, fast, *, profile=None, backend=
             kernel = BIAS_NOTE
     device = torch.device(device_type, device_index) if device_index is not None \
         else torch.device(device_type)
-    name, fallbacks, backend_warns = resolve_backend(backend, device, preset.name, (fmt_a, fmt_b))
+    # the kernel must compute the split layout of the plan (row-wise stream-K runs on the host)
+    splits = (split.S or 1) if scaling != "rowwise" else 1
+    name, fallbacks, backend_warns = resolve_backend(backend, device, preset.name, (fmt_a, fmt_b),
+                                                     splits)
     warns += [(type(w).__name__, str(w)) for w in backend_warns]
     if device.type == "cuda" and (scaling == "rowwise" or bias is not None):
         fallbacks = fallbacks + ["cpu on host copies: no CUDA kernel computes row-wise scales "

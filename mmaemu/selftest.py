@@ -25,7 +25,6 @@ import torch
 
 from . import backends
 from ._loader import cache_dir, kernel_dir as _kernel_dir
-from .profiles import get_preset
 
 E4M3 = torch.float8_e4m3fn
 E5M2 = torch.float8_e5m2
@@ -175,14 +174,14 @@ def _build_cases():
 def _computes(backend, kw, preset):
     """Whether the backend computes the case: the reference and the cpu backend compute every
     case; the tiled and tensor-core CUDA kernels compute E4M3 x E4M3 only (backends.py sends the
-    other formats to the reference) and contiguous split slices only (a preset that deals k
-    tiles round-robin to its slices, ada, splits on the reference kernel), as the loader's
-    kernel_accepts (csrc/cuda_kernels.c) refuses the rest."""
+    other formats to the reference), and a round-robin split layout (ada with S > 1) only where
+    the kernel table says so (round_robin_splits), as the loader's kernel_accepts
+    (csrc/cuda_kernels.c) refuses the rest."""
     if backend in ("reference", "cpu"):
         return True
     if (kw["fa"], kw["fb"]) != ("e4m3", "e4m3"):
         return False
-    return kw["splits"] == 1 or not get_preset(preset).split_rr_tile
+    return backends._split_reason(backend, preset, kw["splits"]) is None
 
 
 def _run_case(op, kw, preset, backend, device):

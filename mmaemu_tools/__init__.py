@@ -4,7 +4,8 @@ Each is run as a module from the repository root (`python -m mmaemu_tools.record
 scripts/h200_ground_truth.sh and scripts/h200_cuda_check.sh run them on a GPU machine
 (docs/hardware_validation.md). They share the data-format helpers of _hwcommon.py, load
 mmaemu/_cublaslt.py (the cuBLASLt heuristic query) from the library, and compare the hardware
-with mmaemu itself and with the independent hypothesis model of _exactmodel.py.
+with mmaemu itself and with the independent exact model of exactmodel.py (which the tests also
+compare with the C model, and whose alternatives the probes score).
 
   record_heuristics        cuBLASLt's split-K choices -> tables/splitk (a GPU, or --dry-run)
   record_goldens           GEMM goldens: bits of torch._scaled_mm on the GPU
@@ -13,4 +14,6 @@ with mmaemu itself and with the independent hypothesis model of _exactmodel.py.
   build_splitk_tables      the shipped split-K tables from the recorded rows
   vendor_tensor_core_vectors  the published tensor-core test vectors into test/data
   _rawmma                  raw mma.sync / wgmma through NVRTC (probe_hopper's instruction path)
+  exactmodel               the exact model in pure Python (exact integers), with the probes'
+                           alternatives
 """

@@ -24,12 +24,31 @@ import traceback
 import numpy as np
 import torch
 
-from . import _exactmodel as xm
-from ._hwcommon import (REPO_ROOT, fp8_bytes_of, gen_fp8_bytes, load_cublaslt, make_backend,
-                       platform_info, want_dry_run, write_json, OUT_DTYPES)
+from . import exactmodel as xm
+from ._hwcommon import (REPO_ROOT, bits_f32, f32_bits, fp8_bytes_of, gen_fp8_bytes, load_cublaslt,
+                       make_backend, platform_info, want_dry_run, write_json, OUT_DTYPES)
 _cublaslt = load_cublaslt()   # without mmaemu/__init__ (and its _C)
 
 F32 = np.float32
+
+
+# What each hypothesis predicts: the exact model (exactmodel.py) with fp32 values as floats.
+
+def model_dot(a, b, fast, **hypotheses):
+    """The fp32 accumulator of one E4M3 x E4M3 dot under hypotheses (exactmodel's
+    hypothesis_accumulator: block, frac, keep, promote_k, c_late, cut, partition, order,
+    origin); with none, the validated hopper model."""
+    return F32(bits_f32(xm.hypothesis_accumulator(a, b, "e4m3", "e4m3", fast, **hypotheses)))
+
+
+def model_scaled(acc, sa, sb, order="H1"):
+    """acc times the scales in an epilogue order (exactmodel.scaled), as a float."""
+    return F32(bits_f32(xm.scaled(f32_bits(acc), f32_bits(sa), f32_bits(sb), order)))
+
+
+def model_partition(K, S):
+    """mmaemu's contiguous split ranges of K into S slices, the empty ones left out."""
+    return [(k0, k1) for k0, k1 in xm.split_ranges(K, S) if k1 > k0]
 
 
 # ------------------------------------------------------------------------------------------
@@ -133,7 +152,7 @@ def same_bits(x, y):
     x, y = F32(x), F32(y)
     if math.isnan(x) and math.isnan(y):
         return True
-    return xm.f32_bits(x) == xm.f32_bits(y)
+    return f32_bits(x) == f32_bits(y)
 
 
 def score(observed, predictions):
@@ -209,7 +228,7 @@ def _published_vectors(path):
         with open(os.path.join(path, name)) as f:
             for line in f:
                 if line.strip():
-                    out.append([xm.struct.unpack(">f", bytes.fromhex(h))[0] for h in line.split()])
+                    out.append([bits_f32(int(h, 16)) for h in line.split()])
         return np.array(out)
     a, b = hexrows(fa[0]), hexrows(fb[0])
     with open(os.path.join(path, fd[0])) as f:
@@ -241,15 +260,15 @@ def probe_p0(ctx):
     else:
         A, B, D_pub = pub[0][:T], pub[1][:T], pub[2][:T]
     T = A.shape[0]
-    model = [xm.dot(A[t], B[t], "e4m3", "e4m3", True) for t in range(T)]
-    alt16 = [xm.dot(A[t], B[t], "e4m3", "e4m3", True, group=16) for t in range(T)]
+    model = [model_dot(A[t], B[t], True) for t in range(T)]
+    alt16 = [model_dot(A[t], B[t], True, block=16) for t in range(T)]
     exact = [F32(sum(float(x) * float(y) for x, y in zip(
         torch.from_numpy(A[t]).view(torch.float8_e4m3fn).double().tolist(),
         torch.from_numpy(B[t]).view(torch.float8_e4m3fn).double().tolist()))) for t in range(T)]
     hyps = {"TC_32 (model)": model, "TC_16 chained (Ada model)": alt16, "exact sum, fp32 RN": exact}
     res = {"inputs": source, "vectors": T, "paths": {}}
     if D_pub is not None:
-        res["model_vs_published"] = sum(xm.f32_bits(m) == d for m, d in zip(model, D_pub))
+        res["model_vs_published"] = sum(f32_bits(m) == d for m, d in zip(model, D_pub))
     shape = (16, 16) if ctx.dry else (512, 512)
     obs = f32_list(run_dots(ctx, A, B, fast=True, shape=shape))
     res["paths"]["torch._scaled_mm K=32"] = {"matches": score(obs, hyps)}
@@ -311,8 +330,8 @@ def probe_p1(ctx):
             a[k] = rng.choice([0.875, 0.625, 0.375, 0.125, 0.75, 1.25, 1.75])
             b[k] = rng.choice([1, -1, 0.5, 1.5, -0.75])
         return fp8_bytes_of(a, "e4m3"), fp8_bytes_of(b, "e4m3")
-    hyp_f = {"C inside the block (model)": lambda c: xm.dot(c[0], c[1], "e4m3", "e4m3", True),
-             "C added after the block in fp32": lambda c: xm.dot(c[0], c[1], "e4m3", "e4m3", True, c_inside=False)}
+    hyp_f = {"C inside the block (model)": lambda c: model_dot(c[0], c[1], True),
+             "C added after the block in fp32": lambda c: model_dot(c[0], c[1], True, c_late=True)}
     extra = discriminating(gen, hyp_f, 15 if not ctx.quick else 3, 4000)
     A = np.array(A + [c[0] for c in extra])
     B = np.array(B + [c[1] for c in extra])
@@ -354,10 +373,10 @@ def probe_p2(ctx):
     K = 32
     fixed = [(vec(K, {0: 32, 1: 0.09375}), vec(K, {0: 32, 1: -1})),
              (vec(K, {0: 32, 1: 32, 2: 0.125, 3: 0.125, 4: 0.125}), vec(K, {0: 32, 1: 32, 2: 1, 3: 1, 4: 1}))]
-    modes = {"RZ terms + RZ 14-bit result (model)": dict(mode="rz"),
-             "floor (two's complement)": dict(mode="floor"),
-             "RZ terms + RN-even result": dict(mode="rn"),
-             "RZ terms, no final cut": dict(mode="exact"),
+    modes = {"RZ terms + RZ 14-bit result (model)": dict(cut="rz"),
+             "floor (two's complement)": dict(cut="floor"),
+             "RZ terms + RN-even result": dict(cut="rn"),
+             "RZ terms, no final cut": dict(cut="exact"),
              "12 fraction bits": dict(frac=12), "14 fraction bits": dict(frac=14)}
 
     def gen(i):
@@ -368,7 +387,7 @@ def probe_p2(ctx):
     picked = []
     for i in range(3000):
         c = gen(i)
-        p = {h: xm.dot(c[0], c[1], "e4m3", "e4m3", True, **kw) for h, kw in modes.items()}
+        p = {h: model_dot(c[0], c[1], True, **kw) for h, kw in modes.items()}
         base = p["RZ terms + RZ 14-bit result (model)"]
         if sum(not same_bits(base, x) for x in p.values()) >= 3:
             picked.append(c)
@@ -377,7 +396,7 @@ def probe_p2(ctx):
     cands = fixed + picked
     A = np.array([c[0] for c in cands])
     B = np.array([c[1] for c in cands])
-    preds = {h: [xm.dot(a, b, "e4m3", "e4m3", True, **kw) for a, b in cands] for h, kw in modes.items()}
+    preds = {h: [model_dot(a, b, True, **kw) for a, b in cands] for h, kw in modes.items()}
     obs = f32_list(run_dots(ctx, A, B, fast=True))
     sc = score(obs, preds)
     v, full = verdict_from(sc, len(obs), "RZ terms + RZ 14-bit result (model)")
@@ -422,7 +441,7 @@ def probe_p3(ctx):
     a[0] = b[0] = 32
     A, B = fp8_bytes_of(a, "e4m3")[None], fp8_bytes_of(b, "e4m3")[None]
     obs = {f: f32_list(run_dots(ctx, A, B, fast=f))[0] for f in (True, False)}
-    preds = {f"interval {I}": float(xm.dot(A[0], B[0], "e4m3", "e4m3", False, promote_k=I))
+    preds = {f"interval {I}": float(model_dot(A[0], B[0], False, promote_k=I))
              for I in (32, 64, 128, 256, 512)}
     res["classic"] = {"fast": obs[True], "non_fast": obs[False], "predictions_non_fast": preds,
                       "read_interval": (K - (obs[False] - 1024) / 0.0625) if obs[False] > 1024 else None}
@@ -441,7 +460,7 @@ def probe_p3(ctx):
         K = int(name.split()[0][2:])
         cfg = m["cublaslt"]
         S = cfg.get("splits") or 1
-        split_b = boundaries_of(xm.mmaemu_partition(K, S)) if S > 1 else []
+        split_b = boundaries_of(model_partition(K, S)) if S > 1 else []
         if "non-fast" in name:
             want = sorted(set([x for x in model if x < K] + split_b))
         else:
@@ -471,7 +490,7 @@ def probe_p4(ctx):
         r, odd = restart_map(ctx, M, N, K, True, grain)
         cfg = ctx.config(M, N, K, "e4m3", "e4m3", "float32", True)
         S = cfg.get("splits") or 1
-        want = boundaries_of(xm.mmaemu_partition(K, S)) if S > 1 else []
+        want = boundaries_of(model_partition(K, S)) if S > 1 else []
         ok = r == want
         agree_all = agree_all and ok
         any_split = any_split or bool(r)
@@ -530,8 +549,8 @@ def probe_p5(ctx):
     A = np.array([vec_pair(c)[0] for c in cases])
     B = np.array([vec_pair(c)[1] for c in cases])
     part = [(starts[i], starts[i + 1] if i + 1 < S else K) for i in range(S)]
-    preds = {o: [xm.dot(a, b, "e4m3", "e4m3", True, partition=part, order=o) for a, b in zip(A, B)]
-             for o in orders}
+    preds = {o: [model_dot(a, b, True, partition=part, order={"sequential": "serial"}.get(o, o))
+                 for a, b in zip(A, B)] for o in orders}
     obs = f32_list(run_dots(ctx, A, B, fast=True, shape=(M, N)))
     sc = score(obs, preds)
     res["reduction_order"] = {"cases": [str(c) for c in cases], "observed": obs, "matches": sc}
@@ -548,9 +567,10 @@ def probe_p5(ctx):
                 b[starts[s]] = rng.choice(reps)
                 if rng.random() < 0.5:
                     a[starts[s]] |= 0x80
-            parts = [xm.dot(a[k0:k1], b[k0:k1], "e4m3", "e4m3", True) for k0, k1 in part]
-            once = _to_bf16(xm.epilogue(xm.reduce_partials(parts), 3.0, 1.0, "H1"))
-            per = _bf16_sum([_to_bf16(xm.epilogue(p, 3.0, 1.0, "H1")) for p in parts])
+            parts = [model_dot(a[k0:k1], b[k0:k1], True) for k0, k1 in part]
+            reduced = bits_f32(xm.reduce_partials([f32_bits(p) for p in parts], "serial"))
+            once = _to_bf16(model_scaled(reduced, 3.0, 1.0))
+            per = _bf16_sum([_to_bf16(model_scaled(p, 3.0, 1.0)) for p in parts])
             if not same_bits(once, per):
                 cand.append((a, b, once, per))
             if len(cand) >= (4 if ctx.quick else 16):
@@ -599,29 +619,18 @@ def probe_p6(ctx):
             y = ctx.scaled_mm(A, B, "e4m3", "e4m3", "float32", fast)
             obs = [F32(x) for x in y.flatten().tolist()]
             pairs = [(A[i], B[j]) for i in range(n) for j in range(n)]
-            hyps = {"groups of 32 from k=0, short last group (model)": dict(group=32),
-                    "groups of 16": dict(group=16)}
-            preds = {h: [xm.dot(a, b, "e4m3", "e4m3", fast, **kw) for a, b in pairs] for h, kw in hyps.items()}
+            hyps = {"groups of 32 from k=0, short last group (model)": dict(block=32),
+                    "groups of 16": dict(block=16)}
+            preds = {h: [model_dot(a, b, fast, **kw) for a, b in pairs] for h, kw in hyps.items()}
             if K % 32:
                 # the short group first: groups start at K % 32
                 off = K % 32
                 preds["short group first"] = [
-                    _dot_origin(a, b, fast, origin=off - 32) for a, b in pairs]
+                    model_dot(a, b, fast, origin=off - 32) for a, b in pairs]
             sc = score(obs, preds)
             res[f"K={K} {'fast' if fast else 'non-fast'}"] = sc
             ok = ok and sc["groups of 32 from k=0, short last group (model)"] == len(obs)
     return {"verdict": "confirmed" if ok else "rejected", "result": res}
-
-
-def _dot_origin(a, b, fast, origin):
-    prods = xm.products(a, b, "e4m3", "e4m3")
-    K = len(prods)
-    if fast:
-        return xm.chain(prods, 0, K, 0.0, 32, origin=origin)
-    main = F32(0.0)
-    for k in range(0, K, 128):
-        main = F32(main + xm.chain(prods, k, min(K, k + 128), 0.0, 32, origin=origin))
-    return main
 
 
 # ------------------------------------------------------------------------------------------
@@ -642,15 +651,15 @@ def probe_p7(ctx):
     while len(scales) < want:
         sa = F32(rng.uniform(0.1, 4.0))
         sb = F32(rng.uniform(0.1, 4.0))
-        p = [[xm.epilogue(x, sa, sb, o) for x in accs] for o in orders]
-        if any(len({xm.f32_bits(q[i]) for q in p}) >= 3 for i in range(len(accs))):
+        p = [[model_scaled(x, sa, sb, o) for x in accs] for o in orders]
+        if any(len({f32_bits(q[i]) for q in p}) >= 3 for i in range(len(accs))):
             scales.append((sa, sb))
     tot = {o: 0 for o in orders}
     n = 0
     for sa, sb in scales:
         obs = f32_list(run_dots(ctx, A, B, fast=True, sa=float(sa), sb=float(sb)))
         for o in orders:
-            tot[o] += sum(same_bits(x, xm.epilogue(acc, sa, sb, o)) for x, acc in zip(obs, accs))
+            tot[o] += sum(same_bits(x, model_scaled(acc, sa, sb, o)) for x, acc in zip(obs, accs))
         n += len(obs)
     full = sorted(o for o in orders if tot[o] == n)
     res = {"elements": n, "scale_pairs": len(scales), "matches": tot,
@@ -678,7 +687,7 @@ def _p7_bias(ctx, A, B, accs, order):
         y = ctx.backend.scaled_mm(a, b, "e4m3", "e4m3", torch.bfloat16, True, sa, sb, bias=biasv)
         obs = [F32(x) for x in torch.diagonal(y).float().tolist()][:len(accs)]
         bias_f = [F32(x) for x in biasv.float().tolist()]
-        sep = [_to_bf16(F32(xm.epilogue(acc, sa, sb, order) + bias_f[i])) for i, acc in enumerate(accs)]
+        sep = [_to_bf16(F32(model_scaled(acc, sa, sb, order) + bias_f[i])) for i, acc in enumerate(accs)]
         fused = [_to_bf16(F32(float(acc) * float(F32(sa * sb)) + float(bias_f[i]))) for i, acc in enumerate(accs)]
         return {"matches": score(obs, {"bf16(fp32(v) + bias)": sep, "bf16(fp32(fma(alpha, acc, bias)))": fused}),
                 "elements": len(obs)}
@@ -798,7 +807,8 @@ def probe_p9(ctx):
     def grid(c, lsb):
         q = math.floor(abs(float(c)) / 2.0 ** lsb) * 2.0 ** lsb
         return F32(math.copysign(q, float(c))) if q else F32(0.0)
-    hyps = {"model: 2^-139 grid, truncated": [xm.block([], c) for c in C],
+    hyps = {"model: 2^-139 grid, truncated": [F32(bits_f32(xm.block_fma((), f32_bits(c), "hopper")))
+                                              for c in C],
             "no truncation (2^-149 grid)": [F32(c) for c in C],
             "flush to zero": [F32(0.0) for _ in C],
             "2^-139 grid, sign kept on zero": [grid(c, -139) if grid(c, -139) != 0 else F32(math.copysign(0.0, float(c))) for c in C]}

@@ -33,7 +33,7 @@ import torch
 import mmaemu
 from mmaemu import _C, backends
 
-PRESETS = {"hopper": (32, 13, 14, 4), "ada": (16, 13, 14, 8), "b200": (32, 25, 24, 4)}
+PRESETS = {"hopper": (32, 13, 14, 128), "ada": (16, 13, 14, 128), "b200": (32, 25, 24, 128)}
 FORMATS = {0: torch.float8_e4m3fn, 1: torch.float8_e5m2}
 backends.verdict = lambda kernel, preset, device, run=True, force=False: {
     "passed": True, "cases": 1, "mismatches": 0, "detail": "passed (simulated)", "seconds": 0.0}
@@ -341,7 +341,7 @@ def test_fake_device_round_robin_split_runs_on_the_reference_kernel(fake_driver,
     env = {"MMAEMU_LIBCUDA_PATH": str(fake_driver), "MMAEMU_FATBIN_DIR": str(fatbins),
            "MMAEMU_DISABLE_NVRTC": "1", "FAKE_CUDA_LOG": str(log)}
     run_py(PLAN_HELPERS + """
-PRESETS["ada-rr"] = (16, 13, 14, 8, 0, 64)
+PRESETS["ada-rr"] = (16, 13, 14, 128, 0, 64)
 rc, err = run("cuda:v4", preset="ada-rr", splits=3, scheme=2, K=1000)
 assert rc != 0 and "round-robin" in err, err
 assert run("reference", preset="ada-rr", splits=3, scheme=2, K=1000, workspace=False)[0] == 0

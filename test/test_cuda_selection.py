@@ -53,9 +53,9 @@ def gpu(monkeypatch):
     backends._resolve_cache.clear()
 
 
-def choose(request, preset="hopper", fmts=(E4M3, E4M3)):
+def choose(request, preset="hopper", fmts=(E4M3, E4M3), splits=1):
     backends._resolve_cache.clear()
-    return backends.resolve(request, DEV, preset, fmts)
+    return backends.resolve(request, DEV, preset, fmts, splits)
 
 
 def test_hopper_gpu_takes_the_tensor_core_kernel_after_its_self_test(gpu):
@@ -123,6 +123,49 @@ def test_explicit_requests_and_environment(gpu, monkeypatch):
     for name in ("cuda:v9", "cuda:tc3"):
         with pytest.raises(BackendUnavailableError, match="not part of this build"):
             choose(name, "ada")
+
+
+@pytest.mark.parametrize("cc", [89, 90])
+def test_round_robin_split_takes_a_kernel_that_computes_the_layout(gpu, cc):
+    """ada deals 64-k tiles round-robin to its slices: with S > 1, auto skips the kernels whose
+    table entry lacks round_robin_splits (the loader would refuse them) and names one that has
+    it; S = 1 and hopper's contiguous slices keep the fast kernels."""
+    gpu.cc = cc
+    fast = "cuda:v4" if cc == 89 else "cuda:wgmma"
+    assert choose("auto", "ada").backend == fast
+    r = choose("auto", "ada", splits=3)
+    assert r.backend == "reference" and backends.KERNELS[r.backend].round_robin_splits
+    skipped = [f.split(": ")[0] for f in r.fallbacks if "round-robin" in f]
+    assert skipped == ["cuda:wgmma", "cuda:v4", "cuda:v1"]
+    assert all("computes contiguous split slices only" in f and "3 slices" in f
+               for f in r.fallbacks if "round-robin" in f)
+    assert r.warnings == []   # the reference kernel runs on the device: no host fallback
+    assert choose("auto", "hopper", splits=3).backend == ("cuda:h4" if cc == 89 else "cuda:wgmma")
+    with pytest.raises(BackendUnavailableError, match="round-robin"):
+        choose("cuda:v4", "ada", splits=3)
+    with pytest.raises(BackendUnavailableError, match="no CUDA kernel can run"):
+        choose("cuda", "ada", splits=3)
+    assert choose("reference", "ada", splits=3).backend == "reference"
+    # the decision is remembered per split count, not per preset alone
+    backends._resolve_cache.clear()
+    assert backends.resolve("auto", DEV, "ada", (E4M3, E4M3), 1).backend == fast
+    assert backends.resolve("auto", DEV, "ada", (E4M3, E4M3), 3).backend == "reference"
+
+
+def test_the_plan_passes_its_split_to_the_kernel_choice(gpu):
+    """plan.build_plan decides the split before it resolves the kernel, and the kernel it names
+    computes that split (an ada plan with S > 1 on a CUDA device used to name cuda:v4, which
+    the loader then refused)."""
+    from mmaemu.api import explain_shape
+    gpu.cc = 89
+    backends._resolve_cache.clear()
+    one = explain_shape(64, 64, 4096, profile="ada", splitk=1, device="cuda:0")
+    assert one.split.S == 1 and one.backend == "cuda:v4"
+    three = explain_shape(64, 64, 4096, profile="ada", splitk=(3, "serial"), device="cuda:0")
+    assert three.split.S == 3 and three.backend == "reference"
+    assert any(f.startswith("cuda:v4: ") and "round-robin" in f for f in three.fallbacks)
+    hopper = explain_shape(64, 64, 4096, profile="hopper", splitk=(3, "contiguous"), device="cuda:0")
+    assert hopper.split.S == 3 and hopper.backend == "cuda:h4"
 
 
 def test_disable_cuda(gpu, monkeypatch):

@@ -1,4 +1,4 @@
-"""Exhaustive checks of the C core's block FMA against the independent Python model (pymodel):
+"""Exhaustive checks of the C core's block FMA against the independent Python model (exactmodel):
 every single product of every FP8 format pair with many accumulators C, every sign pattern of
 small products across block boundaries, and the model's worked examples."""
 import itertools
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import mmaemu
-import pymodel as pm
+from mmaemu_tools import exactmodel as pm
 
 DTYPE = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
 PAIRS = [("e4m3", "e4m3"), ("e4m3", "e5m2"), ("e5m2", "e4m3"), ("e5m2", "e5m2")]
@@ -204,7 +204,7 @@ def test_worked_example_truncation_toward_zero_and_14_bits():
 
 
 def test_python_model_fp32_arithmetic_is_ieee():
-    """pymodel's exact fp32 add and multiply (the promotion adds, split reductions and the
+    """exactmodel's exact fp32 add and multiply (the promotion adds, split reductions and the
     epilogue) against numpy's IEEE float32 arithmetic, on 20 000 random pairs of bit patterns
     weighted towards subnormals, cancellation and overflow."""
     rng = np.random.default_rng(7)

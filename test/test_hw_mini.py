@@ -126,10 +126,10 @@ PM_OUT = {"float32": "f32", "bfloat16": "bf16", "float16": "f16", "float8_e4m3fn
 
 
 def test_python_model_agrees_with_the_hardware_on_split_recordings():
-    """test/pymodel.py, written apart from the C model, against the hardware's bits: every
-    recorded split-K GEMM output of at most 2^15 multiply-adds whose plan mmaemu computes
+    """mmaemu_tools/exactmodel.py, written apart from the C model, against the hardware's bits:
+    every recorded split-K GEMM output of at most 2^15 multiply-adds whose plan mmaemu computes
     (serial, and pairwise for the recorded orders), plus every unsplit one of that size."""
-    import pymodel as pm
+    from mmaemu_tools import exactmodel as pm
     index = hw_mini.load_index()
     shards = hw_mini.Shards(index)
     defaults = index["call_defaults"]
@@ -159,5 +159,5 @@ def test_python_model_agrees_with_the_hardware_on_split_recordings():
             want = hw_mini._expected(shards, o["expect"]).astype(np.int64).reshape(got.shape)
             assert np.array_equal(got, want), (case["id"], o["name"])
             compared["split" if S > 1 else "unsplit"] += 1
-    print(f"\npymodel vs RTX 4060: {compared} outputs, 0 mismatches")
+    print(f"\nexactmodel vs RTX 4060: {compared} outputs, 0 mismatches")
     assert compared["split"] >= 100 and compared["unsplit"] >= 100

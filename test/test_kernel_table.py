@@ -23,9 +23,10 @@ def test_table_has_the_guides_kernels():
 @pytest.mark.parametrize("entry", TABLE, ids=lambda e: e["name"])
 def test_python_view_equals_the_c_table(entry):
     k = backends.KERNELS[entry["name"]]
-    assert (k.name, k.presets, k.block, k.min_cc, k.only_cc, k.gated, k.exact, k.description) == (
+    assert (k.name, k.presets, k.block, k.min_cc, k.only_cc, k.gated, k.exact, k.round_robin_splits,
+            k.description) == (
         entry["name"], entry["presets"], entry["block"], entry["min_cc"], entry["only_cc"],
-        entry["gated"], entry["exact"], entry["description"])
+        entry["gated"], entry["exact"], entry["round_robin_splits"], entry["description"])
     # the one field that is Python's: where auto may take a gated kernel
     assert k.auto_ccs == (backends.GATE_TRUSTED_CCS.get(k.name, ()) if k.gated else None)
 
@@ -58,6 +59,16 @@ def test_presets_and_block_agree_with_the_presets(entry):
         assert f["block32_fast"] is None and f["block16_fast"] is None
     if entry["kind"] == "wgmma":   # a function per preset block and accumulation mode
         assert all(f[k] for k in ("block32", "block16", "block32_fast", "block16_fast"))
+
+
+@pytest.mark.parametrize("entry", TABLE, ids=lambda e: e["name"])
+def test_round_robin_capability_matches_the_kernel_source(entry):
+    """A kernel claims the round-robin split layout (round_robin_splits) exactly when its source
+    computes each element with mm_gemm_element of mmaemu_gemm.h, whose mm_dot deals the k tiles
+    round-robin (mm_rr_dot); the tiled and tensor-core kernels run their own contiguous slices."""
+    text = open(os.path.join(KERNELS, entry["module"] + ".cu")).read()
+    assert entry["round_robin_splits"] is ("mm_gemm_element(" in text)
+    assert [k["name"] for k in TABLE if k["round_robin_splits"]] == ["reference"]
 
 
 def test_wgmma_shared_memory_matches_its_source():

@@ -1,12 +1,12 @@
 """Random GEMMs (hypothesis) and named special cases: the torch ops (C core) against the
-independent Python model (pymodel), bit for bit."""
+independent Python model (exactmodel), bit for bit."""
 import numpy as np
 import pytest
 import torch
 from hypothesis import given, strategies as st
 
 import mmaemu
-import pymodel as pm
+from mmaemu_tools import exactmodel as pm
 
 DTYPE = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
 OUT_DTYPE = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16,
@@ -198,11 +198,11 @@ def test_fixed_shapes_every_split_scheme(preset, K):
 
 
 # ---------------------------------------------------------------------------------------------
-# Named cases: expected bits written from the model's rules, and cross-checked with pymodel.
+# Named cases: expected bits written from the model's rules, and cross-checked with exactmodel.
 
 def run_all_outputs(A, B, fa, fb, preset, fast, splits=1, scheme="none", sa=1.0, sb=1.0, sr=None, order="H1"):
     """{out: bits array} of scaled_mm for every output dtype, plus 'acc' from accumulate,
-    after checking each against pymodel."""
+    after checking each against exactmodel."""
     A, B = np.array(A), np.array(B)
     x, w = as_fp8(A, fa), as_fp8(B, fb)
     sa_b, sb_b = f32_bits(sa), f32_bits(sb)
@@ -388,7 +388,7 @@ def conversion_probe_values():
 
 def test_output_conversions_at_rounding_boundaries():
     """The epilogue's conversions on ~2 000 fp32 values v (acc = 1 * 1, scale_a = v, so the
-    epilogue computes exactly v): the C core against pymodel, and pymodel against torch's own
+    epilogue computes exactly v): the C core against exactmodel, and exactmodel against torch's own
     casts where those are defined the same way (bf16 and fp16: RN-even, overflow to Inf; FP8:
     RN-even below overflow, where torch does not saturate)."""
     x = torch.full((1, 1), 1.0).to(torch.float8_e4m3fn)
@@ -401,7 +401,7 @@ def test_output_conversions_at_rounding_boundaries():
         want = [pm.epilogue(f32_bits(1.0), out, v, f32_bits(1.0)) for v in probes]
         bad = [(hex(v), hex(g), hex(w)) for v, g, w in zip(probes, got, want) if g != w]
         assert not bad, f"{out}: {len(bad)} differ (value, C core, model): {bad[:5]}"
-        # pymodel against torch's casts, on the values where both define the same result.
+        # exactmodel against torch's casts, on the values where both define the same result.
         f = torch.tensor(np.array(probes, np.uint32).view(np.int32)).view(torch.float32)
         ok = ~torch.isnan(f)
         if out in ("e4m3", "e5m2"):

@@ -1,6 +1,6 @@
-"""Row-wise scales and bias: every backend against the exact model (test/pymodel.py), the host
-fmaf against exact arithmetic, the sm_90 instance rule against recorded reference outputs, and
-torch 2.7.1's row-wise checks."""
+"""Row-wise scales and bias: every backend against the exact model (mmaemu_tools/exactmodel.py),
+the host fmaf against exact arithmetic, the sm_90 instance rule against recorded reference
+outputs, and torch 2.7.1's row-wise checks."""
 import json
 import os
 import shutil
@@ -14,7 +14,7 @@ from hypothesis import given, settings, strategies as st
 
 import mmaemu
 import cbuild
-import pymodel
+from mmaemu_tools import exactmodel
 from mmaemu.errors import ReferenceRejectsError, UnsupportedFeatureError
 from mmaemu.rowwise import sm90_instance
 from mmaemu.testing import assert_bitwise_equal
@@ -102,9 +102,9 @@ def test_rowwise_matches_exact_model(case):
                           use_fast_accum=fast)
     assert plan.epilogue == ("rowwise_t" if transposed else "rowwise")
     assert plan.split.S == 1
-    accs = pymodel.accumulate(A, B, fa, "e4m3", fast, "hopper")
-    want = [[pymodel.rowwise_epilogue(accs[i][j], sa[i], sb[j],
-                                      pymodel.bias_to_f32(bias[j], "bf16") if bias else 0,
+    accs = exactmodel.accumulate(A, B, fa, "e4m3", fast, "hopper")
+    want = [[exactmodel.rowwise_epilogue(accs[i][j], sa[i], sb[j],
+                                      exactmodel.bias_to_f32(bias[j], "bf16") if bias else 0,
                                       transposed) for j in range(N)] for i in range(M)]
     want = torch.tensor(np.array(want, dtype=np.uint16).view(np.int16)).view(torch.bfloat16)
     for backend in BACKENDS:
@@ -140,8 +140,8 @@ def test_tensorwise_bias_matches_exact_model(case):
     M, N, K, A, B, out, kind, bias, sa, sb, sr, fast = case
     a, w = fp8(A, "e4m3"), fp8(B, "e4m3")
     b = as_u16(bias, BIAS_DTYPES[kind])
-    accs = pymodel.accumulate(A, B, "e4m3", "e4m3", fast, "hopper")
-    want = [[pymodel.bias_epilogue(accs[i][j], out, sa, sb, pymodel.bias_to_f32(bias[j], kind), sr)
+    accs = exactmodel.accumulate(A, B, "e4m3", "e4m3", fast, "hopper")
+    want = [[exactmodel.bias_epilogue(accs[i][j], out, sa, sb, exactmodel.bias_to_f32(bias[j], kind), sr)
              for j in range(N)] for i in range(M)]
     if out == "e4m3":
         want = torch.tensor(want, dtype=torch.uint8).view(torch.float8_e4m3fn)
@@ -233,9 +233,9 @@ def test_host_fmaf_is_exact(tmp_path):
     pick = list(range(n_rand, len(cases))) + list(range(0, n_rand, 97))
     for i in pick:
         x, y, z = (int(v) for v in cases[i])
-        want = pymodel.f32_fma(x, y, z)
+        want = exactmodel.f32_fma(x, y, z)
         got = int(ours[i])
-        assert pymodel.f32_canonical(got) == want, (hex(x), hex(y), hex(z), hex(got), hex(want))
+        assert exactmodel.f32_canonical(got) == want, (hex(x), hex(y), hex(z), hex(got), hex(want))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Row-wise scales on the ada profiles (torch 2.7.1's sm_89 stream-K kernel): the stream-K
 decomposition against cases worked by hand from CUTLASS's ThreadblockSwizzleStreamK, the
-arithmetic against the exact model of test/pymodel.py (staged groups and the left fold written
-out here), and the public calls (scaled_mm, explain, emulate) on the ada profiles."""
+arithmetic against the exact model of mmaemu_tools/exactmodel.py (staged groups and the left
+fold written out here), and the public calls (scaled_mm, explain, emulate) on the ada profiles."""
 import sys
 import warnings
 
@@ -11,7 +11,7 @@ import torch
 from hypothesis import given, settings, strategies as st
 
 import mmaemu
-import pymodel
+from mmaemu_tools import exactmodel
 from mmaemu.streamk import decompose, tile_plan_lists
 from mmaemu.testing import assert_bitwise_equal
 
@@ -132,7 +132,7 @@ def staged_model(a_row, b_row, fa, fb, k0, k1):
     segment's start, then every 64 k; each group a chain from +0, added from +0."""
     acc, k, end = 0, k0, k0 + 32
     while k < k1:
-        acc = pymodel.f32_add(acc, pymodel.chain(a_row, b_row, fa, fb, k, min(end, k1), 0, "ada"))
+        acc = exactmodel.f32_add(acc, exactmodel.chain(a_row, b_row, fa, fb, k, min(end, k1), 0, "ada"))
         k, end = end, end + 64
     return acc
 
@@ -141,9 +141,9 @@ def element_model(a_row, b_row, fa, fb, K, fast, segments):
     acc = None
     for s, e in segments:
         k0, k1 = s * 64, min(e * 64, K)
-        part = pymodel.chain(a_row, b_row, fa, fb, k0, k1, 0, "ada") if fast \
+        part = exactmodel.chain(a_row, b_row, fa, fb, k0, k1, 0, "ada") if fast \
             else staged_model(a_row, b_row, fa, fb, k0, k1)
-        acc = part if acc is None else pymodel.f32_add(acc, part)
+        acc = part if acc is None else exactmodel.f32_add(acc, part)
     return acc
 
 
@@ -152,8 +152,8 @@ def rowwise_model(A, B, fa, K, fast, sa, sb, bias, plan, elements):
     for i, j in elements:
         segs = plan.segments().get((i // 64, j // 128), [(0, plan.iters_per_tile)])
         acc = element_model(A[i], B[j], fa, "e4m3", K, fast, segs)
-        out[i, j] = pymodel.rowwise_epilogue(acc, sa[i], sb[j],
-                                             pymodel.bias_to_f32(bias[j], "bf16") if bias else 0,
+        out[i, j] = exactmodel.rowwise_epilogue(acc, sa[i], sb[j],
+                                             exactmodel.bias_to_f32(bias[j], "bf16") if bias else 0,
                                              False)
     return out
 

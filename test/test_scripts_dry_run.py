@@ -20,7 +20,6 @@ SCRIPTS = os.path.join(ROOT, "scripts")
 
 from mmaemu import _cublaslt
 from mmaemu.testing import assert_bitwise_equal
-from mmaemu_tools import _exactmodel as xm
 from mmaemu_tools import _hwcommon as hw
 from mmaemu_tools import probe_hopper, record_goldens, record_heuristics
 
@@ -58,7 +57,8 @@ def test_probes_reject_a_wrong_device(tmp_path):
 
 
 def test_exact_model_matches_the_c_model():
-    """The probes' independent Python model and mmaemu's C model agree (chains, promotion)."""
+    """The probes' predictions (the independent exact model, mmaemu_tools/exactmodel.py) and
+    mmaemu's C model agree (chains, promotion)."""
     import mmaemu
     spec = dict(rows=8, cols=400, fmt="e4m3", seed=3, exp_lo=0, exp_hi=15, zero_permille=100)
     A = hw.gen_fp8_bytes(spec)
@@ -69,8 +69,8 @@ def test_exact_model_matches_the_c_model():
                              backend="reference", splitk=1)
         for i in range(8):
             for j in range(0, 16, 5):
-                m = xm.dot(A[i], B[j], "e4m3", "e4m3", fast)
-                assert xm.f32_bits(m) == xm.f32_bits(y[i, j].item()), (fast, i, j)
+                m = probe_hopper.model_dot(A[i], B[j], fast)
+                assert hw.f32_bits(m) == hw.f32_bits(y[i, j].item()), (fast, i, j)
 
 
 def test_record_goldens_dry_run_and_replay(tmp_path):

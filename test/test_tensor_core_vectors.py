@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import mmaemu
-import pymodel
+from mmaemu_tools import exactmodel
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "tensor_core")
 
@@ -74,7 +74,7 @@ def test_python_model_matches_hardware(vectors):
     name, (a, b, c, d) = vectors
     preset = PRESET_OF[name]
     bad = [i for i in range(0, len(d), 5)
-           if pymodel.mma(a[i].tolist(), b[i].tolist(), int(c[i]), "e4m3", "e4m3", preset) != int(d[i])]
+           if exactmodel.mma(a[i].tolist(), b[i].tolist(), int(c[i]), "e4m3", "e4m3", preset) != int(d[i])]
     assert len(bad) <= EXPECTED_MISMATCHES[name], f"{name}: vectors {bad[:10]} differ"
 
 
@@ -85,7 +85,7 @@ def test_rejected_models_do_fail():
     ada_on_h100 = mmaemu.mma(fp8(a), fp8(b), f32(c), preset="ada")
     assert int((ada_on_h100.view(torch.int32).numpy().view(np.uint32) != d).sum()) > 500
     a, b, c, d = load("b200_e4m3")
-    c_in_block = pymodel.Preset("b200-c-in-block", 32, 25, 24, 128, c_late=False)
-    bad = sum(pymodel.mma(a[i].tolist(), b[i].tolist(), int(c[i]), "e4m3", "e4m3", c_in_block) != int(d[i])
+    c_in_block = exactmodel.Preset("b200-c-in-block", 32, 25, 24, 128, c_late=False)
+    bad = sum(exactmodel.mma(a[i].tolist(), b[i].tolist(), int(c[i]), "e4m3", "e4m3", c_in_block) != int(d[i])
               for i in range(0, 5000, 10))
     assert bad > 100

@@ -7,7 +7,7 @@
 // why they equal mm_block's, and the self-tests compare them with the CPU model.
 //
 // The schedule is mm_dot's: blocks in ascending k from the split's origin; fast accumulation
-// chains them; otherwise every promote_blocks blocks the chain restarts from +0 and is added
+// chains them; otherwise every promote_k k (whole blocks) the chain restarts from +0 and is added
 // into an fp32 register. Splits are grid.z; their partials go to p.partials and
 // mmaemu_split_reduce (reference.cu) adds them in the scheme's order.
 //
@@ -150,7 +150,7 @@ __device__ __forceinline__ void load8(const uint8_t* base, int64_t ld, int64_t r
 struct Acc {
     float chain[4][4]; // the block chain (the accumulator of fast accumulation)
     float main[4][4];  // the promoted fp32 accumulator (promote mode)
-    int blocks;        // blocks in the current chain (promote mode)
+    int chain_k;       // k of the current chain's blocks (promote mode)
 };
 
 template <int kBlock, bool kPacked>
@@ -239,7 +239,7 @@ __device__ __forceinline__ void tile_blocks(const Decoded<kPacked>& s, Acc& acc,
         for (int r = 0; r < 4; r++)
 #pragma unroll
             for (int c = 0; c < 4; c++) acc.chain[r][c] = mm_exact_finish(S[r][c], pre.keep);
-        if (!fast && ++acc.blocks == pre.promote_blocks) {
+        if (!fast && (acc.chain_k += kBlock) == pre.promote_k) {
 #pragma unroll
             for (int r = 0; r < 4; r++)
 #pragma unroll
@@ -247,7 +247,7 @@ __device__ __forceinline__ void tile_blocks(const Decoded<kPacked>& s, Acc& acc,
                     acc.main[r][c] = acc.main[r][c] + acc.chain[r][c];
                     acc.chain[r][c] = 0.0f;
                 }
-            acc.blocks = 0;
+            acc.chain_k = 0;
         }
     }
 }
@@ -257,7 +257,7 @@ __device__ __forceinline__ void acc_reset(Acc& acc) {
     for (int r = 0; r < 4; r++)
 #pragma unroll
         for (int c = 0; c < 4; c++) acc.chain[r][c] = acc.main[r][c] = 0.0f;
-    acc.blocks = 0;
+    acc.chain_k = 0;
 }
 
 // The split's accumulators -> partials or epilogue + output.
@@ -271,7 +271,7 @@ __device__ __forceinline__ void acc_store(const mm_launch& p, const mm_gemm& g, 
             const int64_t i = row0 + ty * 4 + r, j = col0 + tx * 4 + c;
             if (i >= g.M || j >= g.N) continue;
             float v = acc.chain[r][c];
-            if (!fast) v = acc.blocks > 0 ? acc.main[r][c] + acc.chain[r][c] : acc.main[r][c];
+            if (!fast) v = acc.chain_k > 0 ? acc.main[r][c] + acc.chain[r][c] : acc.main[r][c];
             mm_finish_element(&p, &g, split, i, j, v);
         }
 }

@@ -20,10 +20,11 @@
 #include "mmaemu_formats.h"
 
 /* An instruction model. block: products per hardware block; frac: grid bits below the block
- * exponent; keep: significant bits of the block result (truncated); promote_blocks: blocks
- * per promotion interval without fast accumulation; c_late: 0 = C is aligned and added with
- * the products, 1 = C is added afterwards with an fp32 RN-even add (last, so that a
- * positional initialiser without it keeps the old meaning); split_rr_tile: the split-K layout
+ * exponent; keep: significant bits of the block result (truncated); promote_k: k per
+ * promotion interval without fast accumulation, a whole number of blocks (mmaemu_gemm_check
+ * refuses others); c_late: 0 = C is aligned and added with the products, 1 = C is added
+ * afterwards with an fp32 RN-even add (last, so that a positional initialiser without it keeps
+ * the old meaning); split_rr_tile: the split-K layout
  * of the library kernels the preset stands for (mmaemu_gemm.h): 0 = contiguous slices on the
  * 128-k grain, > 0 = tiles of this many k dealt round-robin to the slices (after c_late for
  * the same reason: 0 is the old meaning). */
@@ -31,7 +32,7 @@ typedef struct {
     int32_t block;
     int32_t frac;
     int32_t keep;
-    int32_t promote_blocks;
+    int32_t promote_k;
     int32_t c_late;
     int32_t split_rr_tile;
 } mm_preset;

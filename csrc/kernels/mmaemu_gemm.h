@@ -3,7 +3,7 @@
  * Per output element (docs/semantics.md has the evidence for each step):
  *  - blocks of `block` consecutive k in ascending order from each split's origin;
  *  - fast accumulation: one chain of blocks carries the accumulator through the split;
- *  - otherwise chains of promote_blocks blocks restart from +0 and are added into an fp32
+ *  - otherwise chains of promote_k k restart from +0 and are added into an fp32
  *    register with an IEEE round-to-nearest add (CUTLASS's scheme, P = 4 x 32 = 128 k;
  *    cuBLAS's interval is inferred until probe P3 runs);
  *  - split-K, the preset's layout: contiguous (hopper) K cut on a grain of 128 into S slices of
@@ -73,7 +73,7 @@ MMAEMU_HD float mm_chain(const uint8_t* a, const uint8_t* b, int fa, int fb, int
 MMAEMU_HD float mm_split_acc(const uint8_t* a, const uint8_t* b, int fa, int fb, int64_t k0,
                              int64_t k1, int fast, const mm_preset* p) {
     if (fast) return mm_chain(a, b, fa, fb, k0, k1, 0.0f, p);
-    const int64_t interval = (int64_t)p->block * p->promote_blocks;
+    const int64_t interval = p->promote_k;
     float main_acc = 0.0f;
     for (int64_t k = k0; k < k1; k += interval) {
         const int64_t end = k1 - k < interval ? k1 : k + interval;
@@ -96,7 +96,7 @@ MMAEMU_HD int64_t mm_split_chunk(int64_t K, int32_t splits) {
 MMAEMU_HD float mm_rr_slice_acc(const uint8_t* a, const uint8_t* b, int fa, int fb, int64_t K,
                                 int32_t s, int32_t splits, int fast, const mm_preset* p) {
     const int64_t T = p->split_rr_tile;
-    const int64_t interval = fast ? ((int64_t)1 << 62) : (int64_t)p->block * p->promote_blocks;
+    const int64_t interval = fast ? ((int64_t)1 << 62) : (int64_t)p->promote_k;
     float main_acc = 0.0f, c = 0.0f;
     int64_t pos = 0;
     int open = 0;

@@ -12,7 +12,7 @@
  *         mismatches; C joining the block (the published model as written) gives 1 793 E4M3
  *         mismatches. Every frac >= 23 fits both sets; 25 is taken from the published model
  *         (inferred); chaining for K > 32 is inferred.
- * promote_blocks = 128 k per promotion interval without fast accumulation (CUTLASS's default
+ * promote_k = 128 k per promotion interval without fast accumulation (CUTLASS's default
  * and DeepSeek's N_C; cuBLAS's own interval is inferred until probe P3 runs).
  * split_rr_tile: cuBLASLt 12.8.3's split-K layout. ada: 64-k tiles dealt round-robin to the
  * slices (validated on RTX 4060 recordings, test/test_hw_mini.py); hopper: contiguous slices
@@ -26,9 +26,9 @@ enum { MM_PRESET_HOPPER = 0, MM_PRESET_ADA = 1, MM_PRESET_B200 = 2, MM_PRESET_CO
 
 MMAEMU_HD mm_preset mm_preset_get(int id) {
     mm_preset p;
-    p.block = 32; p.frac = 13; p.keep = 14; p.promote_blocks = 4; p.c_late = 0; /* hopper */
+    p.block = 32; p.frac = 13; p.keep = 14; p.promote_k = 128; p.c_late = 0; /* hopper */
     p.split_rr_tile = 0;
-    if (id == MM_PRESET_ADA) { p.block = 16; p.promote_blocks = 8; p.split_rr_tile = 64; }
+    if (id == MM_PRESET_ADA) { p.block = 16; p.promote_k = 128; p.split_rr_tile = 64; }
     if (id == MM_PRESET_B200) { p.frac = 25; p.keep = 24; p.c_late = 1; }
     return p;
 }

@@ -135,7 +135,7 @@ int main(int argc, char** argv) {
             g.preset.block = 1 + (int32_t)(rnd() % 64);
             g.preset.frac = (int32_t)(rnd() % 31);
             g.preset.keep = 1 + (int32_t)(rnd() % 40);
-            g.preset.promote_blocks = 1 + (int32_t)(rnd() % 6);
+            g.preset.promote_k = g.preset.block * (1 + (int32_t)(rnd() % 6));
             g.preset.c_late = (int32_t)(rnd() % 2);
             g.preset.split_rr_tile = rnd() % 2 ? 0 : 64;
         }
@@ -186,7 +186,7 @@ int main(int argc, char** argv) {
                        "preset %d/%d/%d/%d/%d splits %d scheme %d out %d\n",
                        it, paths[pi], threads, (long)g.M, (long)g.N, (long)g.K, g.fmt_a, g.fmt_b,
                        g.fast_accum, g.preset.block, g.preset.frac, g.preset.keep,
-                       g.preset.promote_blocks, g.preset.c_late, g.splits, g.scheme, g.out_kind);
+                       g.preset.promote_k, g.preset.c_late, g.splits, g.scheme, g.out_kind);
             }
         }
         free(a);

@@ -82,7 +82,7 @@ static void print_plan(const char* what, const mm_gemm* g, int threads) {
             (long long)g->ldb, (long long)g->ldo, g->fmt_a, g->fmt_b, g->fast_accum, g->splits,
             g->scheme, g->out_kind, g->epilogue_order, g->has_scale_result, (double)g->scale_a,
             (double)g->scale_b, (double)g->scale_result, g->preset.block, g->preset.frac,
-            g->preset.keep, g->preset.promote_blocks, threads);
+            g->preset.keep, g->preset.promote_k, threads);
 }
 
 static void fail(const char* what, const mm_gemm* g, int threads) {
@@ -110,7 +110,7 @@ static void take_plan(reader* r, mm_gemm* g) {
         g->preset.block = (int32_t)(1 + take8(r) % 64);
         g->preset.frac = (int32_t)(take8(r) % 31);
         g->preset.keep = (int32_t)(1 + take8(r) % 40);
-        g->preset.promote_blocks = (int32_t)(1 + take8(r) % 8);
+        g->preset.promote_k = g->preset.block * (int32_t)(1 + take8(r) % 8);
         g->preset.split_rr_tile = take8(r) & 1 ? 64 : 0;
     }
     /* The round-robin split layout computes up to MM_RR_MAX_SPLITS slices and the recorded
@@ -150,7 +150,9 @@ static void corrupt(reader* r, mm_gemm* g) {
     case 6: g->preset.block = take8(r) & 1 ? 0 : 65; break;
     case 7: g->preset.frac = take8(r) & 1 ? -1 : 31; break;
     case 8: g->preset.keep = take8(r) & 1 ? 0 : 41; break;
-    case 9: g->preset.promote_blocks = 0; break;
+    case 9: /* no blocks, or an interval that ends inside a block */
+        g->preset.promote_k = take8(r) & 1 || g->preset.block == 1 ? 0 : g->preset.block + 1;
+        break;
     case 10: g->M = -1 - (int64_t)take8(r); break;
     case 11: g->N = -1 - (int64_t)take8(r); break;
     case 12: g->K = -1 - (int64_t)take8(r); break;

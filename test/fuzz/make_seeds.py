@@ -28,8 +28,9 @@ def splits_bytes(s):
 def preset_bytes(p):
     if isinstance(p, str):
         return bytes([PRESETS[p]])
-    block, frac, keep, promote = p      # custom model
-    return bytes([3, block - 1, frac, keep - 1, promote - 1])
+    block, frac, keep, promote_k = p    # custom model; the harness takes promote_k in blocks
+    assert promote_k % block == 0, p
+    return bytes([3, block - 1, frac, keep - 1, promote_k // block - 1])
 
 
 def scale_bytes(v):
@@ -75,7 +76,7 @@ SEEDS = {
     "gemm_hopper_promote_f32": gemm(3, 5, 700, out="f32", data_seed=1),
     "gemm_ada_e5m2_f16": gemm(2, 3, 200, fmt=(1, 1), preset="ada", out="f16", data_seed=2),
     "gemm_b200_mixed_acc": gemm(3, 2, 300, fmt=(0, 1), preset="b200", out="acc", fast=1, data_seed=3),
-    "gemm_custom_preset": gemm(2, 2, 130, preset=(7, 30, 40, 3), out="f32", data_seed=4),
+    "gemm_custom_preset": gemm(2, 2, 130, preset=(7, 30, 40, 21), out="f32", data_seed=4),
     "gemm_e4m3_out_scale_result": gemm(4, 2, 64, out="e4m3", scale_result=1, scales=(0.5, 3.0, 2.0 ** -7),
                                        epi=1, data_seed=5),
     "gemm_e5m2_out_h3": gemm(2, 4, 64, out="e5m2", scale_result=1, epi=2, data_seed=6),

@@ -1,13 +1,19 @@
-"""An independent model of mmaemu's arithmetic in pure Python, with exact integers.
+"""The independent exact model of mmaemu's arithmetic, in pure Python with exact integers.
 
 It is written from the model's description (the block operation, the GEMM schedule and the
 epilogue as docs/semantics.md states them), not from the C headers, and shares no code with
-them: the tests compare the two bit for bit. Every number in this arithmetic is a dyadic
-rational, held exactly as an integer pair (n, e) = n * 2^e; nothing is rounded except by an
-explicit step that says how (round_dyadic). No floats take part.
+them: the tests compare the two bit for bit, and the hardware probes (probe_hopper.py) compute
+what each hypothesis predicts with it. Every number in this arithmetic is a dyadic rational,
+held exactly as an integer pair (n, e) = n * 2^e; nothing is rounded except by an explicit step
+that says how (round_dyadic). No floats take part.
 
 Values travel as bit patterns (ints): FP8 codes 0..255, fp32 values as their 32-bit patterns,
 outputs as the output format's pattern.
+
+The validated model is the default everywhere. The probes' alternatives are the same functions
+with one rule changed: the block's cut (Preset.cut), where blocks start (chain's origin), the
+reduction order (reduce_partials' "reverse") and the epilogue (scaled's "fused"); see
+hypothesis_preset and hypothesis_accumulator.
 """
 from functools import lru_cache
 
@@ -35,7 +41,8 @@ def dy_cmp(n1, e1, n2, e2):
 def round_dyadic(n, e, p, emin, mode):
     """The magnitude n * 2^e (n >= 0) rounded to p significant bits, with the spacing of
     exponent emin below 2^emin (gradual underflow) and no upper exponent limit.
-    mode 'rne': round to nearest, ties to even; 'rz': toward zero. Returns (n', e')."""
+    mode 'rne': round to nearest, ties to even; 'rz': toward zero; 'up': away from zero (a
+    hypothesis of the probes). Returns (n', e')."""
     if n == 0:
         return 0, 0
     q = max(dy_log2(n, e), emin) - (p - 1)   # exponent of one unit in the last place
@@ -47,6 +54,8 @@ def round_dyadic(n, e, p, emin, mode):
         half = 1 << (drop - 1)
         if rem > half or (rem == half and kept & 1):
             kept += 1
+    elif mode == "up":
+        kept += rem != 0
     elif mode != "rz":
         raise ValueError(mode)
     return kept, q
@@ -224,13 +233,17 @@ def fp8_decode(code, fmt_name):
 class Preset:
     """block: products per block; frac: grid bits below the block exponent; keep: significant
     bits of the block result (truncated toward zero); promote_k: k per promotion interval
-    (non-fast; a multiple of block); c_late: False when C is aligned and added with the products (hopper,
-    ada), True when C is added to the block's truncated product sum by an fp32 RN-even add
-    (b200)."""
+    (non-fast; a multiple of block); c_late: False when C is aligned and added with the
+    products (hopper, ada), True when C is added to the block's truncated product sum by an
+    fp32 RN-even add (b200). cut: how the block cuts its terms and its sum; 'rz' is the
+    validated model (both toward zero), the others are the probes' alternatives: 'floor'
+    (two's-complement truncation of both), 'rn' (terms toward zero, the sum to nearest even),
+    'exact' (terms toward zero, no cut of the sum)."""
 
-    def __init__(self, name, block, frac, keep, promote_k, c_late=False, split_rr_tile=0):
+    def __init__(self, name, block, frac, keep, promote_k, c_late=False, split_rr_tile=0,
+                 cut="rz"):
         self.name, self.block, self.frac, self.keep = name, block, frac, keep
-        self.promote_k, self.c_late = promote_k, c_late
+        self.promote_k, self.c_late, self.cut = promote_k, c_late, cut
         self.split_rr_tile = split_rr_tile   # 0: contiguous split slices; T: T-k tiles round-robin
 
 
@@ -297,13 +310,20 @@ def block_fma(terms, c, preset):
     if finite:
         E = max(t[3] for t in finite)
         grid = E - p.frac                       # exponent of the grid's unit
+        floor = p.cut == "floor"
         S = 0
         for sign, m, lsb, _ in finite:
-            cut = m << (lsb - grid) if lsb >= grid else m >> (grid - lsb)
+            if lsb >= grid:
+                cut = m << (lsb - grid)
+            else:   # toward zero; 'floor': a negative term's magnitude rounded up
+                cut = -(-m >> (grid - lsb)) if floor and sign else m >> (grid - lsb)
             S += -cut if sign else cut
         if S != 0:
             sign = 1 if S < 0 else 0
-            n, e = round_dyadic(abs(S), grid, p.keep, -(1 << 30), "rz")
+            n, e = abs(S), grid
+            if p.cut != "exact":
+                mode = {"rz": "rz", "rn": "rne", "floor": "up" if sign else "rz"}[p.cut]
+                n, e = round_dyadic(n, e, p.keep, -(1 << 30), mode)
             d = (sign << 31) | 0x7F800000 if dy_log2(n, e) >= 128 else f32_round(sign, n, e, "rz")
     return f32_add(d, c) if p.c_late else d
 
@@ -312,12 +332,18 @@ def block_terms(a_row, b_row, fa, fb, k0, k1):
     return tuple(product_term(fp8_decode(a_row[i], fa), fp8_decode(b_row[i], fb)) for i in range(k0, k1))
 
 
-def chain(a_row, b_row, fa, fb, k0, k1, c, preset):
+def chain(a_row, b_row, fa, fb, k0, k1, c, preset, origin=None):
     """Blocks over k in [k0, k1), `block` consecutive k each in ascending order, chained from
-    the fp32 accumulator c (a short last block has fewer products)."""
+    the fp32 accumulator c (a short last block has fewer products). The blocks are counted
+    from `origin` (the model: k0; a probe's alternative puts it before k0, so that the first
+    block is the short one)."""
     p = _preset(preset)
-    for k in range(k0, k1, p.block):
-        c = block_fma(block_terms(a_row, b_row, fa, fb, k, min(k + p.block, k1)), c, preset)
+    origin = k0 if origin is None else origin
+    k = k0
+    while k < k1:
+        end = min(k1, origin + ((k - origin) // p.block + 1) * p.block)
+        c = block_fma(block_terms(a_row, b_row, fa, fb, k, end), c, preset)
+        k = end
     return c
 
 
@@ -332,17 +358,17 @@ def mma(a_row, b_row, c, fa="e4m3", fb="e4m3", preset="hopper"):
 SPLIT_GRAIN = 128
 
 
-def split_accumulator(a_row, b_row, fa, fb, k0, k1, fast, preset):
+def split_accumulator(a_row, b_row, fa, fb, k0, k1, fast, preset, origin=None):
     """The raw accumulator of k in [k0, k1): fast accumulation chains all blocks from +0;
     otherwise each promotion interval of promote_k k chains from +0 and is added into an fp32
-    register (RN-even) that starts at +0."""
+    register (RN-even) that starts at +0. origin: chain's (the model: each chain's start)."""
     if fast:
-        return chain(a_row, b_row, fa, fb, k0, k1, 0, preset)
+        return chain(a_row, b_row, fa, fb, k0, k1, 0, preset, origin)
     p = _preset(preset)
     step = p.promote_k
     main = 0
     for k in range(k0, k1, step):
-        main = f32_add(main, chain(a_row, b_row, fa, fb, k, min(k + step, k1), 0, preset))
+        main = f32_add(main, chain(a_row, b_row, fa, fb, k, min(k + step, k1), 0, preset, origin))
     return main
 
 
@@ -356,11 +382,17 @@ def split_ranges(K, splits):
 
 def reduce_partials(parts, scheme):
     """fp32 (RN-even) reduction of the split partials. serial/contiguous: ((p0 + p1) + p2) ...;
-    pairwise: adjacent items added level by level, an odd last item carried up unchanged."""
+    pairwise: adjacent items added level by level, an odd last item carried up unchanged;
+    reverse (a probe's alternative): p0 + (p1 + (... + p_last))."""
     if scheme in ("serial", "contiguous"):
         r = parts[0]
         for x in parts[1:]:
             r = f32_add(r, x)
+        return r
+    if scheme == "reverse":
+        r = parts[-1]
+        for x in reversed(parts[:-1]):
+            r = f32_add(x, r)
         return r
     if scheme == "pairwise":
         level = list(parts)
@@ -454,21 +486,35 @@ def convert_output(v, out):
     raise ValueError(out)
 
 
-def epilogue(acc, out, scale_a, scale_b, scale_result=None, order="H1"):
-    """acc, scales: fp32 bits. order H1: fp32(fp32(sa*sb)*acc); H2: fp32(fp32(acc*sa)*sb);
-    H3: fp32(fp32(acc*sb)*sa). FP8 outputs then multiply by scale_result (when given)."""
+def scaled(acc, scale_a, scale_b, order="H1"):
+    """acc times the scales (fp32 bits) in the epilogue's order. H1: fp32(fp32(sa*sb)*acc);
+    H2: fp32(fp32(acc*sa)*sb); H3: fp32(fp32(acc*sb)*sa); fused (a probe's alternative): the
+    exact acc*sa*sb rounded once."""
     if order == "H1":
         # fma(alpha, acc, +0): an exact-zero product gives +0, an underflowing one its sign
         alpha = f32_mul(scale_a, scale_b)
         v = f32_mul(alpha, acc)
         if (alpha & 0x7FFFFFFF) == 0 or (acc & 0x7FFFFFFF) == 0:
             v = f32_add(v, 0)
-    elif order == "H2":
-        v = f32_mul(f32_mul(acc, scale_a), scale_b)
-    elif order == "H3":
-        v = f32_mul(f32_mul(acc, scale_b), scale_a)
-    else:
-        raise ValueError(order)
+        return v
+    if order == "H2":
+        return f32_mul(f32_mul(acc, scale_a), scale_b)
+    if order == "H3":
+        return f32_mul(f32_mul(acc, scale_b), scale_a)
+    if order == "fused":
+        xs = [f32_decode(u) for u in (acc, scale_a, scale_b)]
+        if any(k != "num" for k, _, _ in xs):   # NaN and Inf: as the two roundings give them
+            return f32_mul(f32_mul(acc, scale_a), scale_b)
+        sign = xs[0][1] ^ xs[1][1] ^ xs[2][1]
+        n = xs[0][2][0] * xs[1][2][0] * xs[2][2][0]
+        return f32_round(sign, n, xs[0][2][1] + xs[1][2][1] + xs[2][2][1]) if n else sign << 31
+    raise ValueError(order)
+
+
+def epilogue(acc, out, scale_a, scale_b, scale_result=None, order="H1"):
+    """acc, scales: fp32 bits. acc times the scales in the order (scaled), then FP8 outputs
+    multiply by scale_result (when given), then the output conversion."""
+    v = scaled(acc, scale_a, scale_b, order)
     if out in ("e4m3", "e5m2") and scale_result is not None:
         v = f32_mul(v, scale_result)
     return convert_output(v, out)
@@ -515,3 +561,28 @@ def scaled_mm(A, B, fa, fb, scale_a, scale_b, out, fast, preset="hopper", splits
     as fp32 bits. Returns M lists of N output bit patterns."""
     return [[epilogue(acc, out, scale_a, scale_b, scale_result, order) for acc in row]
             for row in accumulate(A, B, fa, fb, fast, preset, splits, scheme)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Hypotheses: the model with one rule changed, as the hardware probes (probe_hopper.py) ask.
+
+
+@lru_cache(maxsize=None)
+def hypothesis_preset(block=32, frac=13, keep=14, promote_k=128, c_late=False, cut="rz"):
+    """The hopper preset with some of its numbers or its cut changed (one object per set, so
+    that block_fma's cache serves it)."""
+    return Preset(f"hypothesis({block}, {frac}, {keep}, {promote_k}, {c_late}, {cut})", block,
+                  frac, keep, promote_k, c_late, cut=cut)
+
+
+def hypothesis_accumulator(a_row, b_row, fa, fb, fast, partition=None, order="serial",
+                           origin=None, **rules):
+    """The fp32 accumulator (bits) of one output element under a set of hypotheses: rules are
+    hypothesis_preset's; partition: the split ranges [(k0, k1), ...] (default all of K in one);
+    order: the reduction of their partials (reduce_partials); origin: where blocks are counted
+    from (chain). With no arguments it is the validated hopper model."""
+    p = hypothesis_preset(**rules)
+    a, b = [int(x) for x in a_row], [int(x) for x in b_row]
+    parts = [split_accumulator(a, b, fa, fb, k0, k1, fast, p, origin)
+             for k0, k1 in partition or [(0, len(a))]]
+    return reduce_partials(parts, order) if len(parts) > 1 else parts[0]
