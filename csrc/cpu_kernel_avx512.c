@@ -163,28 +163,15 @@ MM_AVX512_INLINE void pass2(const int32_t* ak, int64_t as, const int32_t* bk, in
 }
 
 /* Pass 1: the products' largest alignment exponent over a block of n, 32 columns per int8 vector
- * (signed saturating sums, cpu_fast.h); even and odd k in separate maxima. */
+ * (signed saturating sums, cpu_fast.h). */
 MM_AVX512_INLINE void pass1(const int32_t* ak, int64_t as, const int32_t* bk, int n, __m256i E8[MR]) {
-    const __m256i e8_init = _mm256_set1_epi8(-128);
-    __m256i E8b[MR];
-    for (int r = 0; r < MR; r++) E8[r] = E8b[r] = e8_init;
-    int kp = 0;
-    for (; kp + 1 < n; kp += 2) {
-        const __m256i eb0 = _mm256_loadu_si256((const __m256i*)(const void*)(bk + kp * STRIDE));
-        const __m256i eb1 = _mm256_loadu_si256((const __m256i*)(const void*)(bk + (kp + 1) * STRIDE));
-        for (int r = 0; r < MR; r++) {
-            const __m256i ea0 = _mm256_set1_epi32(ak[r * as + MM_CPU_A_WORDS * kp]);
-            const __m256i ea1 = _mm256_set1_epi32(ak[r * as + MM_CPU_A_WORDS * (kp + 1)]);
-            E8[r] = _mm256_max_epi8(E8[r], _mm256_adds_epi8(ea0, eb0));
-            E8b[r] = _mm256_max_epi8(E8b[r], _mm256_adds_epi8(ea1, eb1));
-        }
-    }
-    if (kp < n) {
-        const __m256i eb0 = _mm256_loadu_si256((const __m256i*)(const void*)(bk + kp * STRIDE));
+    for (int r = 0; r < MR; r++) E8[r] = _mm256_set1_epi8(-128);
+    for (int64_t k = 0; k < n; k++) {
+        const __m256i eb = _mm256_loadu_si256((const __m256i*)(const void*)(bk + k * STRIDE));
+        const int32_t* ar = ak + MM_CPU_A_WORDS * k;
         for (int r = 0; r < MR; r++)
-            E8[r] = _mm256_max_epi8(E8[r], _mm256_adds_epi8(_mm256_set1_epi32(ak[r * as + MM_CPU_A_WORDS * kp]), eb0));
+            E8[r] = _mm256_max_epi8(E8[r], _mm256_adds_epi8(_mm256_set1_epi32(ar[r * as]), eb));
     }
-    for (int r = 0; r < MR; r++) E8[r] = _mm256_max_epi8(E8[r], E8b[r]);
 }
 
 /* The narrow block result of one vector: the keep bits of (float)S with grid added to the exponent
@@ -227,7 +214,7 @@ MM_AVX512 __attribute__((noinline)) static void rz_block(const mm_cpu_plan* p, c
         thr[r] = _mm256_inserti128_si256(_mm256_castsi128_si256(t8[0]), t8[1], 1);
         cnt[r] = _mm256_setzero_si256();
     }
-    for (int k = 0; k < n; k++) {
+    for (int64_t k = 0; k < n; k++) {
         const int32_t* rec = bk + k * STRIDE;
         const mm_cpu_f32* vb = mm_cpu_cvalues(rec + MM_CPU_PANEL_V(W));
         const __m256i lb = _mm256_loadu_si256((const __m256i*)(const void*)(rec + MM_CPU_PANEL_LOW(W)));
