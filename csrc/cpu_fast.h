@@ -13,7 +13,9 @@
  * which is mm_block's "cut every term toward zero to the grid 2^grid, add exactly": a_k * b_k
  * is exact in fp32 (significands of at most 4 bits), scaling by a power of two is exact while
  * the result stays normal, and a result below 2^-126 is below 1, where trunc gives 0 however it
- * was rounded. fp32 -> int32 conversion truncates toward zero, the model's cut.
+ * was rounded. fp32 -> int32 conversion truncates toward zero, the model's cut. (The AVX-512
+ * narrow form gets the same S from floors and a count of the negative terms floor cuts one
+ * unit lower: cpu_kernel_avx512.c.)
  *
  * Decoded element (both operands): e = the alignment exponent (mm_fp8.e), or MM_CPU_ZERO_EXP
  * for a zero (and for NaN/Inf, whose outputs the driver recomputes with the reference); v = the

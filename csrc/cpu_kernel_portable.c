@@ -1,7 +1,9 @@
 /* cpu_kernel_portable.c: the narrow tile kernel in plain C.
  *
- * This is the readable form of the AVX2 and AVX-512 kernels: the same steps (cpu_fast.h has
- * the block formula), one lane at a time, and the `portable` SIMD path. The lane loops are
+ * This is the readable form of the AVX2 kernel and of the AVX-512 kernel's split form: the same
+ * steps (cpu_fast.h has the block formula), one lane at a time, and the `portable` SIMD path.
+ * The AVX-512 narrow form reaches the same S by other steps (an FMA per product that floors, and
+ * a count of where floor and the cut toward zero differ: its file says why that is S). The lane loops are
  * simple enough for a compiler to vectorise on any ISA (int16 max, fp32 multiply, fp32 -> int32
  * truncation, int32 add).
  *
