@@ -194,7 +194,8 @@ static int cpu_has(const char* what) {
     __builtin_cpu_init();
     if (strcmp(what, "avx2") == 0) return __builtin_cpu_supports("avx2");
     if (strcmp(what, "avx512") == 0)
-        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512vl");
 #endif
     (void)what;
     return 0;

@@ -3,7 +3,7 @@
  * Pass 1 (the block maximum) is the AVX2 kernel's (cpu_kernel_avx2.c) on 32 int8 columns per
  * 256-bit vector. The split form (b200) and the narrow form of presets outside mm_cpu_plan.rz
  * also take its pass 2 on 16 fp32 columns per vector. Called only when the CPU reports
- * avx512f and avx512bw.
+ * avx512f, avx512bw and avx512vl.
  *
  * The narrow form of hopper and ada (mm_cpu_plan.rz) sums a block with one FMA per product:
  *   T = M + trunc(C * 2^-grid) units, M = 1.5 * 2^(23 + grid) (grid: the block's grid, here in
@@ -15,9 +15,8 @@
  *       of 2^grid: there floor is one below the model's cut toward zero. n is counted in int8
  *       lanes from the low bytes of the decoded operands (cpu_fast.h, mm_cpu_low).
  * S is then mm_block's exact sum, and the block result is composed as in the other kernels.
- * Per product: one FMA on 16 fp32 lanes and three int8 ops on 32 lanes (add, compare, subtract),
- * against a multiply, an exponent add, a conversion and an add
- * on 16 lanes in the AVX2 form.
+ * Per 16 products: one FMA and 1.5 int8 ops (add, compare, subtract on 32 lanes), where the
+ * multiply form (pass2) takes a multiply, an exponent add, a conversion and an add.
  *
  * Built with -DMMAEMU_EMULATE_AVX512, the same source compiles against SIMDe's portable
  * implementation of the intrinsics (header-only, e.g. Debian's libsimde-dev), so that its
