@@ -62,22 +62,28 @@ def u16(t):
     return [int(x) & 0xFFFF for x in t.contiguous().view(torch.int16).reshape(-1).tolist()]
 
 
-@st.composite
-def rowwise_case(draw):
-    M = draw(st.integers(1, 3))
-    N = draw(st.sampled_from([16, 256]))    # 256 makes the sm_90 kernel run transposed
-    K = draw(st.sampled_from([16, 32, 144]))
+def draw_rowwise_operands(draw, M, N, K, b_codes):
+    """A [M, K] of random codes; B rows mostly zero with at most b_codes random codes (keeps the
+    exact accumulator model fast); row-wise scale bits; an optional bf16 bias."""
     A = [[draw(fp8_code_strategy()) for _ in range(K)] for _ in range(M)]
-    # B rows: mostly zero (keeps the exact accumulator model fast), a few random codes
     B = []
     for _ in range(N):
         row = [0] * K
-        for k in draw(st.lists(st.integers(0, K - 1), max_size=3)):
+        for k in draw(st.lists(st.integers(0, K - 1), max_size=b_codes)):
             row[k] = draw(fp8_code_strategy())
         B.append(row)
     sa = [draw(f32_bits_strategy()) for _ in range(M)]
     sb = [draw(f32_bits_strategy()) for _ in range(N)]
     bias = draw(st.one_of(st.none(), st.lists(bf16_bits_strategy(), min_size=N, max_size=N)))
+    return A, B, sa, sb, bias
+
+
+@st.composite
+def rowwise_case(draw):
+    M = draw(st.integers(1, 3))
+    N = draw(st.sampled_from([16, 256]))    # 256 makes the sm_90 kernel run transposed
+    K = draw(st.sampled_from([16, 32, 144]))
+    A, B, sa, sb, bias = draw_rowwise_operands(draw, M, N, K, 3)
     fast = draw(st.booleans())
     fa = draw(st.sampled_from(["e4m3", "e5m2"]))
     return M, N, K, A, B, sa, sb, bias, fast, fa

@@ -16,8 +16,7 @@ from mmaemu.streamk import decompose, tile_plan_lists
 from mmaemu.testing import assert_bitwise_equal
 
 BACKENDS = ("reference", "cpu")
-from test_rowwise import as_f32, as_u16, bf16_bits_strategy, f32_bits_strategy, fp8, \
-    fp8_code_strategy, u16
+from test_rowwise import as_f32, as_u16, draw_rowwise_operands, fp8, u16
 
 
 # --- the decomposition, worked by hand from threadblock_swizzle_streamk.h (CUTLASS 3.8) ---
@@ -163,16 +162,7 @@ def ada_case(draw):
     M = draw(st.integers(1, 2))
     N = 16
     K = draw(st.sampled_from([16, 80, 768, 1008, 1024]))   # 1, 1, 3, 4 and 4 k-segments
-    A = [[draw(fp8_code_strategy()) for _ in range(K)] for _ in range(M)]
-    B = []
-    for _ in range(N):
-        row = [0] * K
-        for k in draw(st.lists(st.integers(0, K - 1), max_size=4)):
-            row[k] = draw(fp8_code_strategy())
-        B.append(row)
-    sa = [draw(f32_bits_strategy()) for _ in range(M)]
-    sb = [draw(f32_bits_strategy()) for _ in range(N)]
-    bias = draw(st.one_of(st.none(), st.lists(bf16_bits_strategy(), min_size=N, max_size=N)))
+    A, B, sa, sb, bias = draw_rowwise_operands(draw, M, N, K, 4)
     return M, N, K, A, B, sa, sb, bias, draw(st.booleans()), draw(st.sampled_from(["e4m3", "e5m2"]))
 
 
