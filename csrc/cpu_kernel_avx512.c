@@ -70,7 +70,7 @@ static inline __m512i mm_emu_cvtepi8_epi32(__m128i x) {
 }
 #define _mm512_cvtepi32_pd mm_emu_cvtepi32_pd
 #define _mm512_cvtpd_ps mm_emu_cvtpd_ps
-#define _mm512_fmadd_round_ps(a, b, c, rounding) mm_emu_fmadd_rz(a, b, c)
+#define _mm512_fmadd_round_ps(a, b, c, rounding) mm_emu_fmadd_rz(a, b, c) /* the one rounding used */
 #define _mm512_cvtepi32_epi8 mm_emu_cvtepi32_epi8
 #define _mm512_cvtepi8_epi32 mm_emu_cvtepi8_epi32
 #ifndef _MM_FROUND_NO_EXC
@@ -135,12 +135,12 @@ MM_AVX512_INLINE void fix_lanes(__m512i c[MR][NV], __m512i S[MR][NV], __m512i (*
         for (int v = 0; v < NV; v++) c[r][v] = cc[r][v];
 }
 
-/* The exponent C brings to the block maximum (mm_cpu_c_exponent, 16 lanes). */
+/* The exponent C brings to the block maximum, 16 lanes: its exponent field - 127. C is +-0
+ * (field 0: -127, below MM_CPU_E_FLOOR, so it raises nothing, as mm_cpu_c_exponent's value for
+ * it) or an earlier block result, at least 2^(-28 - frac) >= 2^-58 (cpu_fast.h): never
+ * subnormal, so the field is its exponent. */
 MM_AVX512_INLINE __m512i c_exponent(__m512i cb) {
-    const __m512i field = _mm512_and_si512(_mm512_srli_epi32(cb, 23), _mm512_set1_epi32(0xFF));
-    const __mmask16 czero = _mm512_cmpeq_epi32_mask(_mm512_and_si512(cb, _mm512_set1_epi32(0x7FFFFFFF)), _mm512_setzero_si512());
-    return _mm512_mask_mov_epi32(_mm512_sub_epi32(_mm512_max_epi32(field, _mm512_set1_epi32(1)), _mm512_set1_epi32(127)),
-                                 czero, _mm512_set1_epi32(MM_CPU_ZERO_C_EXP));
+    return _mm512_sub_epi32(_mm512_and_si512(_mm512_srli_epi32(cb, 23), _mm512_set1_epi32(0xFF)), _mm512_set1_epi32(127));
 }
 
 /* Pass 2 over k in [k_begin, k_end) of a block: S += trunc((a * b) * 2^-grid), the scaling
@@ -193,7 +193,6 @@ MM_AVX512 __attribute__((noinline)) static void rz_block(const mm_cpu_plan* p, c
                                                         __m512i c[MR][NV]) {
     const __m512i v_floor = _mm512_set1_epi32(MM_CPU_E_FLOOR), v_frac = _mm512_set1_epi32(p->frac);
     const __m512i v_scale = _mm512_set1_epi32(127 + p->frac);
-    const __m512i v_ff = _mm512_set1_epi32(0xFF), v_127 = _mm512_set1_epi32(127);
     const __m512i v_mbase = _mm512_set1_epi32(127 + 23 - MM_CPU_A_BIAS), v_half = _mm512_set1_epi32(0x400000);
     const __m512i v_lo = _mm512_set1_epi32(-128), v_hi = _mm512_set1_epi32(-65), v_off = _mm512_set1_epi32(32 - 128);
     __m512 T[MR][NV];
@@ -203,11 +202,7 @@ MM_AVX512 __attribute__((noinline)) static void rz_block(const mm_cpu_plan* p, c
                                 _mm512_cvtepi8_epi32(_mm256_extracti128_si256(E8[r], 1))};
         __m128i t8[NV];
         for (int v = 0; v < NV; v++) {
-            /* C's exponent is its exponent field - 127: C here is +-0 (field 0, below the floor
-             * like mm_cpu_c_exponent's value for it) or an earlier block result, at least
-             * 2^(-28 - frac) >= 2^-49: never subnormal. */
-            const __m512i ce = _mm512_sub_epi32(_mm512_and_si512(_mm512_srli_epi32(c[r][v], 23), v_ff), v_127);
-            const __m512i ef = _mm512_max_epi32(_mm512_max_epi32(ep[v], ce), v_floor);
+            const __m512i ef = _mm512_max_epi32(_mm512_max_epi32(ep[v], c_exponent(c[r][v])), v_floor);
             const __m512i grid = _mm512_sub_epi32(ef, v_frac);
             const __m512 s = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_sub_epi32(v_scale, ef), 23));
             const __m512i cterm = _mm512_cvttps_epi32(_mm512_mul_ps(_mm512_castsi512_ps(c[r][v]), s));
