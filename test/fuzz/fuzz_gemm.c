@@ -144,7 +144,7 @@ static void corrupt(reader* r, mm_gemm* g) {
     case 0: g->fmt_a = take8(r) & 1 ? -1 : 2; break;
     case 1: g->fmt_b = take8(r) & 1 ? -1 : 2; break;
     case 2: g->out_kind = take8(r) & 1 ? -1 : MM_OUT_ACC + 1; break;
-    case 3: g->epilogue_order = take8(r) & 1 ? -1 : MM_EPI_H3 + 1; break;
+    case 3: g->epilogue_order = take8(r) & 1 ? -1 : MM_EPI_ROWWISE_T + 1; break;
     case 4: g->scheme = take8(r) & 1 ? -1 : MM_SCHEME_PAIRWISE + 1; break;
     case 5: g->splits = take8(r) & 1 ? 0 : MM_MAX_SPLITS + 1; break;
     case 6: g->preset.block = take8(r) & 1 ? 0 : 65; break;
