@@ -11,12 +11,13 @@
  *   T = fma(a, b, T) rounded toward zero (embedded rounding, no MXCSR change) for each k:
  *       T + a*b is positive, so the rounding is floor: T gains floor(a*b / 2^grid) exactly
  *       while the running sum stays within 2^22 units (the driver's bound, plan_fits_rz);
- *   S = (bits(T) - bits(M)) + n, n = the number of negative products that are not a multiple
- *       of 2^grid: there floor is one below the model's cut toward zero. n is counted in int8
+ *   S = (T - M) / unit + n, n = the number of negative products that are not a multiple of
+ *       2^grid: there floor is one below the model's cut toward zero. n is counted in int8
  *       lanes from the low bytes of the decoded operands (cpu_fast.h, mm_cpu_low).
- * S is then mm_block's exact sum, and the block result is composed as in the other kernels.
- * Per 16 products: one FMA and 1.5 int8 ops (add, compare, subtract on 32 lanes), where the
- * multiply form (pass2) takes a multiply, an exponent add, a conversion and an add.
+ * S is then mm_block's exact sum. The block result S * 2^grid is formed in floating point, one
+ * subtract and one FMA, both exact (rz_block), and cut to its keep bits. Per 16 products: one
+ * FMA and 1.5 int8 ops (add, compare, subtract on 32 lanes), where the multiply form (pass2)
+ * takes a multiply, an exponent add, a conversion and an add.
  *
  * Built with -DMMAEMU_EMULATE_AVX512, the same source compiles against SIMDe's portable
  * implementation of the intrinsics (header-only, e.g. Debian's libsimde-dev), so that its
@@ -35,17 +36,19 @@ static inline __m256 mm_emu_cvtpd_ps(__m512d x) {
     return _mm256_set_m128(_mm256_cvtpd_ps(_mm512_extractf64x4_pd(x, 1)),
                            _mm256_cvtpd_ps(_mm512_castpd512_pd256(x)));
 }
-/* And the ones of the FMA form, lane by lane. The FMA rounds toward zero: the exact product
- * (two fp32 significands fit a double) plus C, added in double under FE_TOWARDZERO, then
- * narrowed under it (truncating twice is truncating once). */
+/* And the ones of the FMA form, lane by lane: the FMA under the rounding it names (toward zero
+ * in the sums, to nearest where the result is exact and only the sign of a zero depends on it):
+ * the exact product (two fp32 significands fit a double) plus C, added in double under that
+ * rounding, then narrowed under it (rounding twice in one direction is rounding once; the
+ * to-nearest uses are exact in double). */
 #include <fenv.h>
-static inline __m512 mm_emu_fmadd_rz(__m512 a, __m512 b, __m512 c) {
+static inline __m512 mm_emu_fmadd_round(__m512 a, __m512 b, __m512 c, int rounding) {
     float x[16], y[16], z[16];
     _mm512_storeu_ps(x, a);
     _mm512_storeu_ps(y, b);
     _mm512_storeu_ps(z, c);
     const int mode = fegetround();
-    fesetround(FE_TOWARDZERO);
+    fesetround((rounding & 3) == _MM_FROUND_TO_ZERO ? FE_TOWARDZERO : FE_TONEAREST);
     for (int l = 0; l < 16; l++) {
         volatile double sum = (double)x[l] * (double)y[l] + (double)z[l];
         volatile float f = (float)sum;
@@ -70,7 +73,7 @@ static inline __m512i mm_emu_cvtepi8_epi32(__m128i x) {
 }
 #define _mm512_cvtepi32_pd mm_emu_cvtepi32_pd
 #define _mm512_cvtpd_ps mm_emu_cvtpd_ps
-#define _mm512_fmadd_round_ps(a, b, c, rounding) mm_emu_fmadd_rz(a, b, c) /* the one rounding used */
+#define _mm512_fmadd_round_ps(a, b, c, rounding) mm_emu_fmadd_round(a, b, c, rounding)
 #define _mm512_cvtepi32_epi8 mm_emu_cvtepi32_epi8
 #define _mm512_cvtepi8_epi32 mm_emu_cvtepi8_epi32
 #ifndef _MM_FROUND_NO_EXC
@@ -112,7 +115,7 @@ MM_AVX512 __attribute__((noinline)) static void compose_fix(__m512i c[MR][NV], c
             _mm512_storeu_si512(o, c[r][v]);
             for (int l = 0; l < VL; l++) {
                 const int64_t sum = (int64_t)s1[l] + s2[l];
-                if (sum != 0 && (gr[l] < MM_CPU_GRID_MIN || gr[l] > grid_hi))
+                if (gr[l] < MM_CPU_GRID_MIN || gr[l] > grid_hi) /* +0 where sum is 0 */
                     o[l] = (int32_t)mm_cpu_compose(sum, gr[l], p->keep);
             }
             c[r][v] = _mm512_loadu_si512(o);
@@ -162,9 +165,10 @@ MM_AVX512_INLINE void pass2(const int32_t* ak, int64_t as, const int32_t* bk, in
 }
 
 /* Pass 1: the products' largest alignment exponent over a block of n, 32 columns per int8 vector
- * (signed saturating sums, cpu_fast.h). */
+ * (signed saturating sums, cpu_fast.h), raised to MM_CPU_E_FLOOR (a block of zero products and
+ * a zero C takes the floor's grid, as mm_cpu_scale does). */
 MM_AVX512_INLINE void pass1(const int32_t* ak, int64_t as, const int32_t* bk, int n, __m256i E8[MR]) {
-    for (int r = 0; r < MR; r++) E8[r] = _mm256_set1_epi8(-128);
+    for (int r = 0; r < MR; r++) E8[r] = _mm256_set1_epi8(MM_CPU_E_FLOOR);
     for (int64_t k = 0; k < n; k++) {
         const __m256i eb = _mm256_loadu_si256((const __m256i*)(const void*)(bk + k * STRIDE));
         const int32_t* ar = ak + MM_CPU_A_WORDS * k;
@@ -184,31 +188,35 @@ MM_AVX512_INLINE __mmask16 narrow_compose(__m512i* c, __m512i S, __m512i grid, _
 }
 
 /* One block of the narrow FMA form (file comment): the block result of C = c into c. E8: the
- * products' block maxima (pass 1). Not inlined: the caller's state waits in memory, and the loop
- * keeps its 8 sums, 4 thresholds and 4 counts in registers. The grid lies in [-90 - frac,
- * 127 - frac] and plan_fits_rz caps frac at 21, so M = 1.5 * 2^(23 + grid - MM_CPU_A_BIAS) and
- * T are normal and finite. */
+ * products' block maxima (pass 1, at least MM_CPU_E_FLOOR). Not inlined: the caller's state
+ * waits in memory, and the loop keeps its 8 sums, 4 thresholds and 4 counts in registers.
+ * E (the block maximum with C's exponent) lies in [-90, 127] and plan_fits_rz caps frac at 21,
+ * so M = 1.5 * 2^(23 + E - frac - MM_CPU_A_BIAS) and T are normal and finite; the constants
+ * below are those expressions with E << 23 added. */
 MM_AVX512 __attribute__((noinline)) static void rz_block(const mm_cpu_plan* p, const int32_t* ak, int64_t as,
                                                         const int32_t* bk, int n, const __m256i E8[MR],
                                                         __m512i c[MR][NV]) {
-    const __m512i v_floor = _mm512_set1_epi32(MM_CPU_E_FLOOR), v_frac = _mm512_set1_epi32(p->frac);
-    const __m512i v_scale = _mm512_set1_epi32(127 + p->frac);
-    const __m512i v_mbase = _mm512_set1_epi32(127 + 23 - MM_CPU_A_BIAS), v_half = _mm512_set1_epi32(0x400000);
-    const __m512i v_lo = _mm512_set1_epi32(-128), v_hi = _mm512_set1_epi32(-65), v_off = _mm512_set1_epi32(32 - 128);
-    __m512 T[MR][NV];
+    const int32_t m_field = 127 + 23 - MM_CPU_A_BIAS - p->frac; /* M's exponent field, E = 0 */
+    const __m512i v_madd = _mm512_set1_epi32((int32_t)(((uint32_t)m_field << 23) | 0x400000u));
+    const __m512i v_sadd = _mm512_set1_epi32((int32_t)((uint32_t)(127 + p->frac) << 23)); /* 2^(frac - E) */
+    const __m512i v_toff = _mm512_set1_epi32(32 - 128 - p->frac), v_thi = _mm512_set1_epi32(-65);
+    const __m512i e_lo = _mm512_set1_epi32(MM_CPU_GRID_MIN + p->frac), e_hi = _mm512_set1_epi32(MM_CPU_GRID_MAX_NARROW + p->frac);
+    __m512 T[MR][NV], M[MR][NV];
     __m256i thr[MR], cnt[MR];
+    __mmask16 bad = 0; /* lanes whose grid leaves the range the composition below is exact in */
     for (int r = 0; r < MR; r++) {
         const __m512i ep[NV] = {_mm512_cvtepi8_epi32(_mm256_castsi256_si128(E8[r])),
                                 _mm512_cvtepi8_epi32(_mm256_extracti128_si256(E8[r], 1))};
         __m128i t8[NV];
         for (int v = 0; v < NV; v++) {
-            const __m512i ef = _mm512_max_epi32(_mm512_max_epi32(ep[v], c_exponent(c[r][v])), v_floor);
-            const __m512i grid = _mm512_sub_epi32(ef, v_frac);
-            const __m512 s = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_sub_epi32(v_scale, ef), 23));
+            const __m512i ef = _mm512_max_epi32(ep[v], c_exponent(c[r][v]));
+            const __m512i e23 = _mm512_slli_epi32(ef, 23);
+            const __m512 s = _mm512_castsi512_ps(_mm512_sub_epi32(v_sadd, e23));
             const __m512i cterm = _mm512_cvttps_epi32(_mm512_mul_ps(_mm512_castsi512_ps(c[r][v]), s));
-            const __m512i M = _mm512_or_si512(_mm512_slli_epi32(_mm512_add_epi32(grid, v_mbase), 23), v_half);
-            T[r][v] = _mm512_castsi512_ps(_mm512_add_epi32(M, cterm));
-            t8[v] = _mm512_cvtepi32_epi8(_mm512_min_epi32(_mm512_max_epi32(_mm512_add_epi32(grid, v_off), v_lo), v_hi));
+            M[r][v] = _mm512_castsi512_ps(_mm512_add_epi32(e23, v_madd));
+            T[r][v] = _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(M[r][v]), cterm));
+            t8[v] = _mm512_cvtsepi32_epi8(_mm512_min_epi32(_mm512_add_epi32(ef, v_toff), v_thi));
+            bad |= _mm512_cmpgt_epi32_mask(e_lo, ef) | _mm512_cmpgt_epi32_mask(ef, e_hi);
         }
         thr[r] = _mm256_inserti128_si256(_mm256_castsi128_si256(t8[0]), t8[1], 1);
         cnt[r] = _mm256_setzero_si256();
@@ -228,26 +236,37 @@ MM_AVX512 __attribute__((noinline)) static void rz_block(const mm_cpu_plan* p, c
             cnt[r] = _mm256_sub_epi8(cnt[r], _mm256_cmpgt_epi8(thr[r], sum)); /* -1 where cut */
         }
     }
-    /* S = T - M + the count: T and M share the binade (its exponent field gives the grid back),
-     * M's fraction bits are 0x400000. */
-    const __m512i keep_mask = _mm512_set1_epi32((int32_t)p->keep_mask), v_fbits = _mm512_set1_epi32(0x7FFFFF);
-    const __m512i grid_lo = _mm512_set1_epi32(MM_CPU_GRID_MIN), grid_hi = _mm512_set1_epi32(MM_CPU_GRID_MAX_NARROW);
-    __m512i S[MR][NV], G[MR][NV];
-    __mmask16 bad = 0;
+    /* The block result in floating point: T - M = (S - n) units of 2^(grid - MM_CPU_A_BIAS)
+     * exactly (one binade), so (T - M) * 2^MM_CPU_A_BIAS + n * 2^grid = S * 2^grid, one FMA
+     * whose exact result is representable while the grid is in range; rounded to nearest
+     * (named here, though the backend always runs in it), an exact zero is +0, as
+     * mm_cpu_compose gives. Then the keep bits, truncated. */
+    const __m512i keep_mask = _mm512_set1_epi32((int32_t)p->keep_mask);
+    const __m512i v_gadd = _mm512_set1_epi32((int32_t)(((uint32_t)(MM_CPU_A_BIAS - 23) << 23) - 0x400000u)); /* M -> 2^grid */
+    const __m512 v_unbias = _mm512_castsi512_ps(_mm512_set1_epi32((127 + MM_CPU_A_BIAS) << 23));
+    __m512i n32[MR][NV];
     for (int r = 0; r < MR; r++) {
-        const __m512i n8[NV] = {_mm512_cvtepi8_epi32(_mm256_castsi256_si128(cnt[r])),
-                                _mm512_cvtepi8_epi32(_mm256_extracti128_si256(cnt[r], 1))};
+        n32[r][0] = _mm512_cvtepi8_epi32(_mm256_castsi256_si128(cnt[r]));
+        n32[r][1] = _mm512_cvtepi8_epi32(_mm256_extracti128_si256(cnt[r], 1));
         for (int v = 0; v < NV; v++) {
-            const __m512i tb = _mm512_castps_si512(T[r][v]);
-            G[r][v] = _mm512_sub_epi32(_mm512_srli_epi32(tb, 23), v_mbase);
-            S[r][v] = _mm512_add_epi32(_mm512_sub_epi32(_mm512_and_si512(tb, v_fbits), v_half), n8[v]);
-            bad |= narrow_compose(&c[r][v], S[r][v], G[r][v], keep_mask, grid_lo, grid_hi);
+            const __m512 g = _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(M[r][v]), v_gadd));
+            const __m512 cut = _mm512_mul_ps(_mm512_cvtepi32_ps(n32[r][v]), g);
+            const __m512 sum = _mm512_fmadd_round_ps(_mm512_sub_ps(T[r][v], M[r][v]), v_unbias, cut,
+                                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            c[r][v] = _mm512_and_si512(_mm512_castps_si512(sum), keep_mask);
         }
     }
-    if (bad) {
-        __m512i zero[MR][NV];
+    if (bad) { /* those lanes composed exactly from the integer sums */
+        const __m512i v_fbits = _mm512_set1_epi32(0x7FFFFF), v_half = _mm512_set1_epi32(0x400000);
+        const __m512i v_mbase = _mm512_set1_epi32(127 + 23 - MM_CPU_A_BIAS); /* M's field - grid */
+        __m512i S[MR][NV], G[MR][NV], zero[MR][NV];
         for (int r = 0; r < MR; r++)
-            for (int v = 0; v < NV; v++) zero[r][v] = _mm512_setzero_si512();
+            for (int v = 0; v < NV; v++) {
+                const __m512i tb = _mm512_castps_si512(T[r][v]);
+                G[r][v] = _mm512_sub_epi32(_mm512_srli_epi32(_mm512_castps_si512(M[r][v]), 23), v_mbase);
+                S[r][v] = _mm512_add_epi32(_mm512_sub_epi32(_mm512_and_si512(tb, v_fbits), v_half), n32[r][v]);
+                zero[r][v] = _mm512_setzero_si512();
+            }
         compose_fix(c, S, zero, G, MM_CPU_GRID_MAX_NARROW, p);
     }
 }
