@@ -1,4 +1,5 @@
 /* core.c: plan checks, presets by name, error strings and the CPU's subnormal mode. */
+#include <fenv.h>
 #include <string.h>
 #if defined(__x86_64__) || defined(__i386__)
 #include <xmmintrin.h>
@@ -40,6 +41,16 @@ int mmaemu_cpu_flushes_denormals(void) {
 #else
     return 0;
 #endif
+}
+
+int mmaemu_round_nearest(void) {
+    const int mode = fegetround();
+    if (mode != FE_TONEAREST) fesetround(FE_TONEAREST);
+    return mode;
+}
+
+void mmaemu_round_restore(int mode) {
+    if (mode != FE_TONEAREST) fesetround(mode);
 }
 
 /* 1 when the end of a [rows] x [len] operand with row stride ld and elements of esize bytes,

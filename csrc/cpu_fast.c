@@ -392,7 +392,7 @@ typedef struct {
     int last;                /* the segment ends at K: the outputs are stored */
     atomic_llong next_item;
     atomic_int finished; /* workers that ran out of items: then every item is done */
-    fenv_t fenv;         /* the caller's: the fp32 adds of every thread round as the reference's */
+    fenv_t fenv;         /* the caller's, in round to nearest (mmaemu_gemm_cpu): every thread's */
 } mm_cpu_job;
 
 /* ---- split reduction ------------------------------------------------------------------- */
@@ -761,7 +761,7 @@ static int run_streamed(mm_cpu_job* job, const mm_cpu_lut* lut_a, int64_t kc, in
     return rc;
 }
 
-int mmaemu_gemm_cpu(const mm_gemm* g, int threads) {
+static int gemm_cpu(const mm_gemm* g, int threads) {
     int rc = mmaemu_gemm_check(g);
     if (rc != MM_OK) return rc;
     if (mmaemu_cpu_flushes_denormals()) return MM_ERR_FLUSH_DENORMAL;
@@ -818,5 +818,12 @@ int mmaemu_gemm_cpu(const mm_gemm* g, int threads) {
     if ((double)g->M * (double)g->N * (double)(g->K + 1) < (double)(1 << 18)) threads = 1;
     rc = whole ? run_whole(job, &lut_a, threads) : run_streamed(job, &lut_a, kc, unit, threads);
     free(job);
+    return rc;
+}
+
+int mmaemu_gemm_cpu(const mm_gemm* g, int threads) {
+    const int mode = mmaemu_round_nearest(); /* the workers take this environment (job->fenv) */
+    const int rc = gemm_cpu(g, threads);
+    mmaemu_round_restore(mode);
     return rc;
 }

@@ -78,7 +78,7 @@ static int same_segments(const mm_tile_plan* tp, int64_t t, int64_t u) {
                   (size_t)(2 * n) * sizeof(int64_t)) == 0;
 }
 
-int mmaemu_gemm_tiles_cpu(const mm_gemm* g, const mm_tile_plan* tp, int threads) {
+static int gemm_tiles_cpu(const mm_gemm* g, const mm_tile_plan* tp, int threads) {
     if (mmaemu_cpu_flushes_denormals()) return MM_ERR_FLUSH_DENORMAL;
     if (g->M == 0 || g->N == 0) return MM_OK;
     const size_t n = (size_t)tp->tile_m * (size_t)g->N;
@@ -101,5 +101,12 @@ int mmaemu_gemm_tiles_cpu(const mm_gemm* g, const mm_tile_plan* tp, int threads)
         }
     }
     free(buf);
+    return rc;
+}
+
+int mmaemu_gemm_tiles_cpu(const mm_gemm* g, const mm_tile_plan* tp, int threads) {
+    const int mode = mmaemu_round_nearest();
+    const int rc = gemm_tiles_cpu(g, tp, threads);
+    mmaemu_round_restore(mode);
     return rc;
 }

@@ -30,6 +30,13 @@ int mmaemu_preset_id(const char* name);
 /* 1 when the calling thread flushes fp32 subnormals (x86 MXCSR FTZ/DAZ, AArch64 FPCR.FZ). */
 int mmaemu_cpu_flushes_denormals(void);
 
+/* The CPU backends compute in round to nearest whatever rounding mode the caller set (the
+ * hardware's fp32 adds round to nearest; a host mode must not change a bit): each entry point
+ * sets it with mmaemu_round_nearest, which returns the caller's mode, and gives that back with
+ * mmaemu_round_restore. */
+int mmaemu_round_nearest(void);
+void mmaemu_round_restore(int mode);
+
 /* Checks a plan's sizes, strides and enums (so no kernel indexes out of bounds). */
 int mmaemu_gemm_check(const mm_gemm* g);
 

@@ -2,7 +2,7 @@
  * shared arithmetic headers: obviously correct, and the yardstick for every fast kernel. */
 #include "mmaemu.h"
 
-int mmaemu_gemm_reference(const mm_gemm* g) {
+static int gemm_reference(const mm_gemm* g) {
     int rc = mmaemu_gemm_check(g);
     if (rc != MM_OK) return rc;
     if (mmaemu_cpu_flushes_denormals()) return MM_ERR_FLUSH_DENORMAL;
@@ -12,9 +12,15 @@ int mmaemu_gemm_reference(const mm_gemm* g) {
     return MM_OK;
 }
 
-int mmaemu_mma_reference(const uint8_t* a, int64_t lda, int fmt_a, const uint8_t* b,
-                         int64_t ldb, int fmt_b, const float* c, int64_t n, int64_t K,
-                         int preset_id, float* d) {
+int mmaemu_gemm_reference(const mm_gemm* g) {
+    const int mode = mmaemu_round_nearest();
+    const int rc = gemm_reference(g);
+    mmaemu_round_restore(mode);
+    return rc;
+}
+
+static int mma_reference(const uint8_t* a, int64_t lda, int fmt_a, const uint8_t* b, int64_t ldb,
+                         int fmt_b, const float* c, int64_t n, int64_t K, int preset_id, float* d) {
     if (preset_id < 0 || preset_id >= MM_PRESET_COUNT || n < 0 || K < 0) return MM_ERR_ARGUMENT;
     if (n > MM_MAX_DIM || K > MM_MAX_DIM) return MM_ERR_ARGUMENT;
     if (fmt_a < MM_FMT_E4M3 || fmt_a > MM_FMT_E5M2 || fmt_b < MM_FMT_E4M3 || fmt_b > MM_FMT_E5M2)
@@ -29,6 +35,15 @@ int mmaemu_mma_reference(const uint8_t* a, int64_t lda, int fmt_a, const uint8_t
         d[i] = mm_bits_f32(mm_f32_canonical(acc));
     }
     return MM_OK;
+}
+
+int mmaemu_mma_reference(const uint8_t* a, int64_t lda, int fmt_a, const uint8_t* b,
+                         int64_t ldb, int fmt_b, const float* c, int64_t n, int64_t K,
+                         int preset_id, float* d) {
+    const int mode = mmaemu_round_nearest();
+    const int rc = mma_reference(a, lda, fmt_a, b, ldb, fmt_b, c, n, K, preset_id, d);
+    mmaemu_round_restore(mode);
+    return rc;
 }
 
 int mmaemu_tile_plan_check(const mm_gemm* g, const mm_tile_plan* tp, int64_t n_offsets,
@@ -53,8 +68,10 @@ int mmaemu_tile_plan_check(const mm_gemm* g, const mm_tile_plan* tp, int64_t n_o
 int mmaemu_gemm_tiles_reference(const mm_gemm* g, const mm_tile_plan* tp, int64_t row0,
                                 int64_t row1) {
     if (mmaemu_cpu_flushes_denormals()) return MM_ERR_FLUSH_DENORMAL;
+    const int mode = mmaemu_round_nearest();
     for (int64_t i = row0; i < row1; i++)
         for (int64_t j = 0; j < g->N; j++)
             mm_store(g, i, j, mm_tiles_element(g, tp, i, j));
+    mmaemu_round_restore(mode);
     return MM_OK;
 }

@@ -6,6 +6,7 @@ also run on SIMDe's portable intrinsics when a C compiler and SIMDe's headers ar
 (test_avx512_kernel_on_emulated_intrinsics), so its logic is checked on CPUs without AVX-512.
 """
 import contextlib
+import ctypes
 import os
 import pathlib
 import re
@@ -190,6 +191,41 @@ def test_nan_and_inf_rows_and_columns(preset):
         case = dict(BASE, fmt_a="e5m2", fmt_b="e5m2", preset=preset, fast=fast, out="f32")
         check_all_paths(case, as_fp8(a, "e5m2"), as_fp8(b, "e5m2"))
         check_all_paths(dict(case, out="acc"), as_fp8(a, "e5m2"), as_fp8(b, "e5m2"))
+
+
+@contextlib.contextmanager
+def rounding_mode(mode):
+    """The calling thread's C rounding mode (x86-64 Linux fenv values); yields libm."""
+    libm = ctypes.CDLL("libm.so.6")
+    old = libm.fegetround()
+    assert libm.fesetround(mode) == 0
+    try:
+        yield libm
+    finally:
+        libm.fesetround(old)
+
+
+@pytest.mark.skipif(not (os.uname().machine == "x86_64" and os.uname().sysname == "Linux"),
+                    reason="the fenv mode values are x86-64 Linux's")
+@pytest.mark.parametrize("mode", [0x400, 0x800, 0xC00], ids=["downward", "upward", "toward-zero"])
+@pytest.mark.parametrize("preset", PRESETS)
+def test_the_callers_rounding_mode_changes_no_bit(mode, preset):
+    """The hardware's fp32 adds round to nearest: a rounding mode the caller set changes no
+    output of either CPU backend (each computes in round to nearest and gives the mode back).
+    Row 3 of A is all +-0 codes, so its outputs are sums that are exactly 0."""
+    rng = np.random.default_rng(11)
+    a = fp8_codes(rng, 12, 600, "e4m3", "clustered")
+    a[3] = 0x80 * (rng.integers(0, 2, 600))
+    x, w = as_fp8(a, "e4m3"), as_fp8(fp8_codes(rng, 70, 600, "e4m3", "uniform"), "e4m3")
+    for fast in (True, False):
+        for splits, scheme in ((1, "none"), (3, "serial")):
+            case = dict(BASE, preset=preset, fast=fast, out="acc", splits=splits, scheme=scheme)
+            expected = gemm(case, x, w, "reference")
+            for backend in ("reference", "cpu"):
+                with rounding_mode(mode) as libm:
+                    actual = gemm(case, x, w, backend)
+                    assert libm.fegetround() == mode  # given back
+                assert_bitwise_equal(actual, expected, f"{backend} under mode {mode:#x}, {case}")
 
 
 def test_auto_on_cpu_tensors_is_the_cpu_backend():

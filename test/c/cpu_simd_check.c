@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fenv.h>
 
 #include "mmaemu.h"
 
@@ -120,7 +121,12 @@ int main(int argc, char** argv) {
     if (!rng_state) rng_state = 1;
     const char* paths[] = {"portable", "avx2", "avx512"};
     int failures = 0, ran[3] = {0, 0, 0};
+    /* The caller's rounding mode changes no bit (both backends compute in round to nearest):
+     * every fourth GEMM runs under a random one, the reference once more under round to
+     * nearest. */
+    static const int modes[] = {FE_TONEAREST, FE_DOWNWARD, FE_UPWARD, FE_TOWARDZERO};
     for (int it = 0; it < iters; it++) {
+        fesetround(modes[it % 4 == 3 ? rnd() % 4 : 0]);
         mm_gemm g;
         memset(&g, 0, sizeof g);
         g.M = 1 + (int64_t)(rnd() % 13);
@@ -157,6 +163,10 @@ int main(int argc, char** argv) {
         uint8_t* b = malloc((size_t)(g.N * g.ldb + 1));
         for (int64_t i = 0; i < g.M * g.lda; i++) a[i] = random_code(g.fmt_a, special && rnd() % 50 == 0);
         for (int64_t i = 0; i < g.N * g.ldb; i++) b[i] = random_code(g.fmt_b, special && rnd() % 50 == 0);
+        if (rnd() % 4 == 0) { /* a row of +-0 codes: outputs whose every block sum is 0 (+0 in any rounding) */
+            const int64_t i = (int64_t)(rnd() % (uint64_t)g.M);
+            for (int64_t k = 0; k < g.K; k++) a[i * g.lda + k] = (rnd() & 1) ? 0x80 : 0;
+        }
         g.a = a;
         g.b = b;
         const size_t bytes = (size_t)(g.M * g.N) * 4;
@@ -166,6 +176,16 @@ int main(int argc, char** argv) {
         if (mmaemu_gemm_reference(&g) != MM_OK) {
             printf("reference failed\n");
             return 2;
+        }
+        if (fegetround() != FE_TONEAREST) {
+            const int mode = fegetround();
+            fesetround(FE_TONEAREST);
+            g.out = out;
+            if (mmaemu_gemm_reference(&g) != MM_OK || memcmp(out, ref, bytes) != 0) {
+                printf("mismatch: iteration %d, the reference depends on the rounding mode\n", it);
+                failures++;
+            }
+            fesetround(mode);
         }
         for (int pi = 0; pi < 3; pi++) {
             setenv("MMAEMU_CPU_SIMD", paths[pi], 1);
@@ -194,6 +214,7 @@ int main(int argc, char** argv) {
         free(ref);
         free(out);
     }
+    fesetround(FE_TONEAREST);
     failures += pairs_check(paths, ran);
     printf("%d iterations, %d failures; runs portable %d avx2 %d avx512 %d\n", iters, failures,
            ran[0], ran[1], ran[2]);
