@@ -167,9 +167,11 @@ MM_AVX512_INLINE void pass2(const int32_t* ak, int64_t as, const int32_t* bk, in
 /* Pass 1: the products' largest alignment exponent over a block of n, 32 columns per int8 vector
  * (signed saturating sums, cpu_fast.h), raised to MM_CPU_E_FLOOR (a block of zero products and
  * a zero C takes the floor's grid, as mm_cpu_scale does). */
-MM_AVX512_INLINE void pass1(const int32_t* ak, int64_t as, const int32_t* bk, int n, __m256i E8[MR]) {
+MM_AVX512_INLINE void pass1(const int32_t* ak, int64_t as, const int32_t* bk, int n, __m256i E8[MR],
+                            const int32_t* pf, int npf) {
     for (int r = 0; r < MR; r++) E8[r] = _mm256_set1_epi8(MM_CPU_E_FLOOR);
     for (int64_t k = 0; k < n; k++) {
+        if (k < npf) _mm_prefetch((const char*)(const void*)(pf + (k % MR) * as + 16 * (k / MR)), _MM_HINT_T0);
         const __m256i eb = _mm256_loadu_si256((const __m256i*)(const void*)(bk + k * STRIDE));
         const int32_t* ar = ak + MM_CPU_A_WORDS * k;
         for (int r = 0; r < MR; r++)
@@ -305,12 +307,12 @@ MM_AVX512_INLINE void chain(const mm_cpu_plan* p, const int32_t* a, int64_t as, 
         const int32_t* bk = b + kb * STRIDE;
         /* A's rows come from L3 or memory (each is read once per panel) in four streams the
          * hardware prefetcher lags on: fetch the block after next (measured on Zen 4). */
-        if (kb + 2 * p->block < k1)
-            for (int r = 0; r < MR; r++)
-                for (int i = 0; i < MM_CPU_A_WORDS * p->block; i += 16)
-                    _mm_prefetch((const char*)(const void*)(ak + r * as + MM_CPU_A_WORDS * 2 * p->block + i), _MM_HINT_T0);
+        const int npf = kb + 2 * p->block < k1 ? MR * ((MM_CPU_A_WORDS * p->block + 15) / 16) : 0;
+        const int32_t* pf = ak + MM_CPU_A_WORDS * 2 * p->block;
+        for (int i = n; i < npf; i++) /* more lines than k steps (small blocks) */
+            _mm_prefetch((const char*)(const void*)(pf + (i % MR) * as + 16 * (i / MR)), _MM_HINT_T0);
         __m256i E8[MR];
-        pass1(ak, as, bk, n, E8);
+        pass1(ak, as, bk, n, E8, pf, npf);
         if (!split && p->rz) {
             rz_block(p, ak, as, bk, n, E8, c);
             continue;
