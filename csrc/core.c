@@ -1,4 +1,5 @@
-/* core.c: plan checks, presets by name, error strings and the CPU's subnormal mode. */
+/* core.c: plan checks, presets by name, error strings, the CPU's subnormal mode and the rounding
+ * mode the CPU backends compute in. */
 #include <fenv.h>
 #include <string.h>
 #if defined(__x86_64__) || defined(__i386__)

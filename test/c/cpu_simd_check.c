@@ -4,7 +4,8 @@
  * intrinsics, which runs the AVX-512 kernel on CPUs without AVX-512. Every SIMD path the
  * build can run is compared bit for bit with mmaemu_gemm_reference, with 1 and 2 threads, over
  * random shapes, formats, presets (and random preset parameters), accumulation modes, splits,
- * epilogues and output kinds, with zeros, subnormals, NaN and Inf among the codes. Then every
+ * epilogues and output kinds, with zeros, subnormals, NaN and Inf among the codes, some GEMMs under
+ * a random C rounding mode (which must change no bit) and with a row of A all +-0. Then every
  * pair of codes (both formats each side) as the second product of a block under a dominant first
  * product of several sizes and signs, alone and joined by the first block's result as C: each
  * product's cut toward zero at every grid offset and sign, which the AVX-512 kernel's
