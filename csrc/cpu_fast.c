@@ -107,8 +107,9 @@ typedef struct {
     uint8_t special[256]; /* NaN or Inf */
 } mm_cpu_lut;
 
-/* Every code's decoded form; the value is m * 2^(lsb - bias), exact in fp32. */
-static void lut_make(mm_cpu_lut* t, int fmt, int bias) {
+/* Every code's decoded form; the value is m * 2^(lsb - bias), exact in fp32; e_code: the
+ * kernel's exponent bytes (cpu_fast.h, MM_CPU_E_CODED). */
+static void lut_make(mm_cpu_lut* t, int fmt, int bias, int e_code) {
     for (int code = 0; code < 256; code++) {
         const mm_fp8 d = mm_decode_fp8((uint8_t)code, fmt);
         t->special[code] = d.cls == MM_CLS_NAN || d.cls == MM_CLS_INF;
@@ -117,11 +118,11 @@ static void lut_make(mm_cpu_lut* t, int fmt, int bias) {
         for (int m = d.m; finite && !(m & 1); m >>= 1) low++;
         t->low[code] = mm_cpu_low(finite, d.sign, low);
         if (!finite) {
-            t->e[code] = MM_CPU_ZERO_EXP;
+            t->e[code] = e_code == MM_CPU_E_CODED ? 0 : MM_CPU_ZERO_EXP;
             t->v[code] = 0.0f;
         } else {
             const float mag = (float)d.m * mm_bits_f32((uint32_t)(127 + d.lsb - bias) << 23);
-            t->e[code] = d.e;
+            t->e[code] = e_code == MM_CPU_E_CODED ? d.e + MM_CPU_E_CODE_OFFSET : d.e;
             t->v[code] = d.sign ? -mag : mag;
         }
     }
@@ -253,13 +254,13 @@ static void probe_operands(const mm_cpu_kernel* k, int32_t* a, int32_t* panel) {
     for (int r = 0; r < k->mr; r++)
         for (int64_t kk = 0; kk < MM_CPU_PROBE_K; kk++)
             codes[r * MM_CPU_PROBE_K + kk] = (uint8_t)(((kk * 7 + r) % 9 + 3) << 3 | (kk % 8) | (kk & 1 ? 0x80 : 0));
-    lut_make(&lut, MM_FMT_E4M3, k->a_bias);
+    lut_make(&lut, MM_FMT_E4M3, k->a_bias, k->e_code);
     memset(special, 0, sizeof special);
     decode_a(&g, &lut, k->mr, 0, MM_CPU_PROBE_K, a, special);
     for (int c = 0; c < k->w; c++)
         for (int64_t kk = 0; kk < MM_CPU_PROBE_K; kk++)
             codes[c * MM_CPU_PROBE_K + kk] = (uint8_t)(((kk * 5 + c) % 11 + 3) << 3 | (c % 8) | (c & 1 ? 0 : 0x80));
-    lut_make(&lut, MM_FMT_E4M3, 0);
+    lut_make(&lut, MM_FMT_E4M3, 0, k->e_code);
     decode_b_panel(&g, &lut, 0, k->w, 0, MM_CPU_PROBE_K, panel, special);
     free(codes);
 }
@@ -646,7 +647,7 @@ static int run_pass(mm_cpu_job* job, int threads) {
 #define MM_CPU_A_BUDGET ((int64_t)32 << 20)
 #endif
 /* Largest decoded B panel per thread (4 * MM_CPU_PANEL_STRIDE(w) bytes per k). A K whose
- * panel (or mr rows of A) exceeds a budget (above 21 845 k for AVX-512, 43 690 for the other
+ * panel (or mr rows of A) exceeds a budget (above 10 922 k for AVX-512, 43 690 for the other
  * kernels) is streamed in segments of MM_CPU_STREAM_CHUNK k instead of decoded whole, so memory
  * stays bounded. 4 MiB rather than more: measured on 2-core Zen 3 (AVX2), a whole-K panel
  * beyond L2 ran slower than streaming (256 x 256 x 65 536: 12.2 vs 15.3 GMAC/s). The
@@ -805,14 +806,14 @@ static int gemm_cpu(const mm_gemm* g, int threads) {
     if (kc < unit) kc = unit;
     if (!whole && ((int64_t)4 * MM_CPU_PANEL_STRIDE(w) * kc > MM_CPU_PANEL_BUDGET ||
                    (int64_t)4 * MM_CPU_A_WORDS * mr * kc > MM_CPU_A_BUDGET)) {
-        /* Without fast accumulation, a promotion interval beyond the budgets (above 21 845 k;
+        /* Without fast accumulation, a promotion interval beyond the budgets (above 10 922 k;
          * no known preset): the reference, in the operands' memory. */
         free(job);
         return mmaemu_gemm_reference(g);
     }
     mm_cpu_lut lut_a;
-    lut_make(&lut_a, g->fmt_a, job->kern->a_bias);
-    lut_make(&job->lut_b, g->fmt_b, 0);
+    lut_make(&lut_a, g->fmt_a, job->kern->a_bias, job->kern->e_code);
+    lut_make(&job->lut_b, g->fmt_b, 0, job->kern->e_code);
     if (threads < 1) threads = 1;
     /* Small problems are not worth a thread start (tens of microseconds). */
     if ((double)g->M * (double)g->N * (double)(g->K + 1) < (double)(1 << 18)) threads = 1;

@@ -25,7 +25,7 @@
  *
  * Layouts. A (broadcast operand): row i, element k: MM_CPU_A_WORDS int32 words at
  * a[i * a_stride + MM_CPU_A_WORDS * k]: e as int8 in all four bytes (a 32-bit broadcast gives
- * int8 lanes; mm_cpu_a_exp reads it), low in all four bytes, v (fp32 bits). B panel of W
+ * int8 lanes; mm_cpu_a_exp reads it; the AVX-512 kernel's coded form: MM_CPU_E_CODED), low in all four bytes, v (fp32 bits). B panel of W
  * columns, one record of MM_CPU_PANEL_STRIDE(W) int32 words per k: W int8 exponents, W low
  * bytes, then W fp32 values (MM_CPU_PANEL_LOW, MM_CPU_PANEL_V). */
 #ifndef MMAEMU_CPU_FAST_H
@@ -44,6 +44,16 @@
  * >= -28, and a non-zero C, an earlier block result, is >= 2^(-28 - frac) >= 2^-58); its
  * sum is 0 whatever E is. */
 #define MM_CPU_E_FLOOR (-90)
+
+/* The exponent bytes the AVX-512 kernel reads (mm_cpu_kernel.e_code = MM_CPU_E_CODED): e +
+ * MM_CPU_E_CODE_OFFSET for a non-zero value (E4M3 and E5M2 alignment exponents lie in [-16, 15],
+ * so the code is in [94, 125]), 0 for a zero. Two codes add without a carry out of their byte
+ * (at most 250), so its first pass is a 32-bit add with A's word as the broadcast operand and an
+ * unsigned byte maximum (no saturating add, which is slow on Zen 4): a real product's sum is at
+ * least 188, above the floor's code MM_CPU_E_FLOOR + 2 * offset = 130, which is above every sum
+ * with a zero factor (at most 125). The other kernels read e itself (MM_CPU_E_SIGNED). */
+#define MM_CPU_E_CODE_OFFSET 110
+enum { MM_CPU_E_SIGNED = 0, MM_CPU_E_CODED = 1 };
 
 /* Views of the decoded int32 words as fp32 values and int8 exponents. may_alias makes the
  * reinterpretation defined (GCC, clang); the vector loads of the kernels alias anyway. */
@@ -130,6 +140,7 @@ typedef struct {
     mm_cpu_tile_fn tile;      /* narrow presets: every |S| < 2^24 (hopper, ada) */
     mm_cpu_tile_fn tile_split; /* or NULL: two int32 half-block sums, each < 2^31 (b200) */
     int a_bias;               /* A's decoded values are v * 2^-a_bias (0 or MM_CPU_A_BIAS) */
+    int e_code;               /* the exponent bytes it reads: MM_CPU_E_SIGNED or MM_CPU_E_CODED */
 } mm_cpu_kernel;
 
 /* The SIMD kernels scale a product by 2^-grid with an integer add to its exponent field

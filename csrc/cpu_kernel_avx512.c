@@ -1,7 +1,8 @@
 /* cpu_kernel_avx512.c: the tile kernels (narrow and split sums) with AVX-512 (F + BW + VL).
  *
- * Pass 1 (the block maximum) is the AVX2 kernel's (cpu_kernel_avx2.c) on 32 int8 columns per
- * 256-bit vector. The split form (b200) and the narrow form of presets outside mm_cpu_plan.rz
+ * Pass 1 (the block maximum) is the AVX2 kernel's (cpu_kernel_avx2.c) on 64 byte columns per
+ * 512-bit vector, on coded exponents that add without saturation (cpu_fast.h, MM_CPU_E_CODED).
+ * The split form (b200) and the narrow form of presets outside mm_cpu_plan.rz
  * also take its pass 2 on 16 fp32 columns per vector. Called only when the CPU reports
  * avx512f, avx512bw and avx512vl.
  *
@@ -16,7 +17,7 @@
  *       lanes from the low bytes of the decoded operands (cpu_fast.h, mm_cpu_low).
  * S is then mm_block's exact sum. The block result S * 2^grid is formed in floating point, one
  * subtract and one FMA, both exact (rz_block), and cut to its keep bits. Per 16 products: one
- * FMA and 1.5 int8 ops (add, compare, subtract on 32 lanes), where the multiply form (pass2)
+ * FMA and 0.75 int8 ops (an add, a compare into a mask, a masked add on 64 lanes), where the multiply form (pass2)
  * takes a multiply, an exponent add, a conversion and an add.
  *
  * Built with -DMMAEMU_EMULATE_AVX512, the same source compiles against SIMDe's portable
@@ -64,18 +65,20 @@ static inline __m128i mm_emu_cvtepi32_epi8(__m512i x) {
     for (int l = 0; l < 16; l++) o[l] = (int8_t)v[l];
     return _mm_loadu_si128((const __m128i*)(const void*)o);
 }
-static inline __m512i mm_emu_cvtepi8_epi32(__m128i x) {
-    int8_t v[16] = {0};
+/* 16 bytes widened to int32, as signed (sign = 1) or unsigned bytes. */
+static inline __m512i mm_emu_widen_8_32(__m128i x, int sign) {
+    uint8_t v[16] = {0};
     int32_t o[16];
     _mm_storeu_si128((__m128i*)(void*)v, x);
-    for (int l = 0; l < 16; l++) o[l] = v[l];
+    for (int l = 0; l < 16; l++) o[l] = sign ? (int32_t)(int8_t)v[l] : (int32_t)v[l];
     return _mm512_loadu_si512(o);
 }
 #define _mm512_cvtepi32_pd mm_emu_cvtepi32_pd
+#define _mm512_cvtepu8_epi32(x) mm_emu_widen_8_32(x, 0)
 #define _mm512_cvtpd_ps mm_emu_cvtpd_ps
 #define _mm512_fmadd_round_ps(a, b, c, rounding) mm_emu_fmadd_round(a, b, c, rounding)
 #define _mm512_cvtepi32_epi8 mm_emu_cvtepi32_epi8
-#define _mm512_cvtepi8_epi32 mm_emu_cvtepi8_epi32
+#define _mm512_cvtepi8_epi32(x) mm_emu_widen_8_32(x, 1)
 #ifndef _MM_FROUND_NO_EXC
 #define _MM_FROUND_NO_EXC SIMDE_MM_FROUND_NO_EXC
 #endif
@@ -91,9 +94,24 @@ static inline __m512i mm_emu_cvtepi8_epi32(__m128i x) {
 
 #if defined(MM_HAVE_AVX512_KERNEL)
 
-/* 4 rows x 32 columns (one 256-bit int8 vector per row in pass 1 and in the truncation count),
- * as the AVX2 kernel's 4 x 16. */
-enum { MR = 4, NV = 2, VL = 16, W = NV * VL, STRIDE = MM_CPU_PANEL_STRIDE(W) };
+/* 4 rows x 64 columns: one 512-bit int8 vector per row in pass 1 and in the truncation count,
+ * four fp32 vectors per row in the sums. Against 4 x 32 (one 256-bit int8 vector), each A value
+ * read from memory serves twice the products and the count takes half the instructions: 0.87x
+ * to 0.91x of the time per product in a stand-alone loop of the block's operations on Zen 4
+ * (benchmarks/results/cpu.md). */
+enum { MR = 4, NV = 4, VL = 16, W = NV * VL, STRIDE = MM_CPU_PANEL_STRIDE(W) };
+
+/* The 16 int8 lanes of columns [16 v, 16 v + 16) of a row's int8 vector, widened to int32
+ * (through memory: the lane index is not an immediate in every build). */
+MM_AVX512_INLINE __m512i lanes_i8(const int8_t row[W], int v) {
+    return _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)(const void*)(row + VL * v)));
+}
+
+/* The same for pass 1's block maxima, coded (cpu_fast.h, MM_CPU_E_CODED): the exponents. */
+MM_AVX512_INLINE __m512i lanes_e(const uint8_t row[W], int v) {
+    const __m512i code = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)(const void*)(row + VL * v)));
+    return _mm512_sub_epi32(code, _mm512_set1_epi32(2 * MM_CPU_E_CODE_OFFSET));
+}
 
 /* The grid exponent E - frac of a block from its scale s = 2^(frac - E). */
 MM_AVX512_INLINE __m512i grid_of(__m512 s) {
@@ -164,19 +182,22 @@ MM_AVX512_INLINE void pass2(const int32_t* ak, int64_t as, const int32_t* bk, in
     }
 }
 
-/* Pass 1: the products' largest alignment exponent over a block of n, 32 columns per int8 vector
- * (signed saturating sums, cpu_fast.h), raised to MM_CPU_E_FLOOR (a block of zero products and
- * a zero C takes the floor's grid, as mm_cpu_scale does). */
-MM_AVX512_INLINE void pass1(const int32_t* ak, int64_t as, const int32_t* bk, int n, __m256i E8[MR],
+/* Pass 1: the products' largest alignment exponent over a block of n, 64 columns per byte vector
+ * (sums of the coded exponents, cpu_fast.h, MM_CPU_E_CODED), raised to MM_CPU_E_FLOOR (a block of
+ * zero products and a zero C takes the floor's grid, as mm_cpu_scale does), into E8 (row r at
+ * E8[r], coded: lanes_e reads them). */
+MM_AVX512_INLINE void pass1(const int32_t* ak, int64_t as, const int32_t* bk, int n, uint8_t E8[MR][W],
                             const int32_t* pf, int npf) {
-    for (int r = 0; r < MR; r++) E8[r] = _mm256_set1_epi8(MM_CPU_E_FLOOR);
+    __m512i e[MR];
+    for (int r = 0; r < MR; r++) e[r] = _mm512_set1_epi8((char)(MM_CPU_E_FLOOR + 2 * MM_CPU_E_CODE_OFFSET));
     for (int64_t k = 0; k < n; k++) {
         if (k < npf) _mm_prefetch((const char*)(const void*)(pf + (k % MR) * as + 16 * (k / MR)), _MM_HINT_T0);
-        const __m256i eb = _mm256_loadu_si256((const __m256i*)(const void*)(bk + k * STRIDE));
+        const __m512i eb = _mm512_loadu_si512((const void*)(bk + k * STRIDE));
         const int32_t* ar = ak + MM_CPU_A_WORDS * k;
         for (int r = 0; r < MR; r++)
-            E8[r] = _mm256_max_epi8(E8[r], _mm256_adds_epi8(_mm256_set1_epi32(ar[r * as]), eb));
+            e[r] = _mm512_max_epu8(e[r], _mm512_add_epi32(eb, _mm512_set1_epi32(ar[r * as])));
     }
+    for (int r = 0; r < MR; r++) _mm512_storeu_si512((void*)E8[r], e[r]);
 }
 
 /* The narrow block result of one vector: the keep bits of (float)S with grid added to the exponent
@@ -191,42 +212,47 @@ MM_AVX512_INLINE __mmask16 narrow_compose(__m512i* c, __m512i S, __m512i grid, _
 
 /* One block of the narrow FMA form (file comment): the block result of C = c into c. E8: the
  * products' block maxima (pass 1, at least MM_CPU_E_FLOOR). Not inlined: the caller's state
- * waits in memory, and the loop keeps its 8 sums, 4 thresholds and 4 counts in registers.
+ * waits in memory, and the loop keeps its 16 sums, 4 thresholds and 4 counts in registers.
  * E (the block maximum with C's exponent) lies in [-90, 127] and plan_fits_rz caps frac at 21,
  * so M = 1.5 * 2^(23 + E - frac - MM_CPU_A_BIAS) and T are normal and finite; the constants
  * below are those expressions with E << 23 added. */
 MM_AVX512 __attribute__((noinline)) static void rz_block(const mm_cpu_plan* p, const int32_t* ak, int64_t as,
-                                                        const int32_t* bk, int n, const __m256i E8[MR],
+                                                        const int32_t* bk, int n, const uint8_t E8[MR][W],
                                                         __m512i c[MR][NV]) {
     const int32_t m_field = 127 + 23 - MM_CPU_A_BIAS - p->frac; /* M's exponent field, E = 0 */
     const __m512i v_madd = _mm512_set1_epi32((int32_t)(((uint32_t)m_field << 23) | 0x400000u));
     const __m512i v_sadd = _mm512_set1_epi32((int32_t)((uint32_t)(127 + p->frac) << 23)); /* 2^(frac - E) */
     const __m512i v_toff = _mm512_set1_epi32(32 - 128 - p->frac), v_thi = _mm512_set1_epi32(-65);
     const __m512i e_lo = _mm512_set1_epi32(MM_CPU_GRID_MIN + p->frac), e_hi = _mm512_set1_epi32(MM_CPU_GRID_MAX_NARROW + p->frac);
-    __m512 T[MR][NV], M[MR][NV];
-    __m256i thr[MR], cnt[MR];
-    __mmask16 bad = 0; /* lanes whose grid leaves the range the composition below is exact in */
+    __m512 T[MR][NV];
+    __m512i thr[MR], cnt[MR];
+    /* The range of E over the tile, checked once after the loop: a lane outside the range the
+     * composition below is exact in sends the tile to compose_fix, which checks each lane. */
+    __m512i e_min = _mm512_set1_epi32(INT32_MAX), e_max = _mm512_set1_epi32(INT32_MIN);
     for (int r = 0; r < MR; r++) {
-        const __m512i ep[NV] = {_mm512_cvtepi8_epi32(_mm256_castsi256_si128(E8[r])),
-                                _mm512_cvtepi8_epi32(_mm256_extracti128_si256(E8[r], 1))};
         __m128i t8[NV];
         for (int v = 0; v < NV; v++) {
-            const __m512i ef = _mm512_max_epi32(ep[v], c_exponent(c[r][v]));
+            const __m512i ef = _mm512_max_epi32(lanes_e(E8[r], v), c_exponent(c[r][v]));
             const __m512i e23 = _mm512_slli_epi32(ef, 23);
             const __m512 s = _mm512_castsi512_ps(_mm512_sub_epi32(v_sadd, e23));
             const __m512i cterm = _mm512_cvttps_epi32(_mm512_mul_ps(_mm512_castsi512_ps(c[r][v]), s));
-            M[r][v] = _mm512_castsi512_ps(_mm512_add_epi32(e23, v_madd));
-            T[r][v] = _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(M[r][v]), cterm));
+            T[r][v] = _mm512_castsi512_ps(_mm512_add_epi32(_mm512_add_epi32(e23, v_madd), cterm));
             t8[v] = _mm512_cvtsepi32_epi8(_mm512_min_epi32(_mm512_add_epi32(ef, v_toff), v_thi));
-            bad |= _mm512_cmpgt_epi32_mask(e_lo, ef) | _mm512_cmpgt_epi32_mask(ef, e_hi);
+            e_min = _mm512_min_epi32(e_min, ef);
+            e_max = _mm512_max_epi32(e_max, ef);
         }
-        thr[r] = _mm256_inserti128_si256(_mm256_castsi128_si256(t8[0]), t8[1], 1);
-        cnt[r] = _mm256_setzero_si256();
+        /* In registers: four 16-byte stores read back as one 64-byte load stall the load
+         * until the stores retire (store forwarding fails; 9 % of rz_block's time on Zen 4). */
+        thr[r] = _mm512_inserti32x4(_mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(t8[0]), t8[1], 1),
+                                                       t8[2], 2), t8[3], 3);
+        cnt[r] = _mm512_setzero_si512();
     }
+    const __m512i one8 = _mm512_set1_epi8(1);
     for (int64_t k = 0; k < n; k++) {
         const int32_t* rec = bk + k * STRIDE;
+        _mm_prefetch((const char*)(const void*)(rec + n * STRIDE), _MM_HINT_T0); /* the next pass 1's */
         const mm_cpu_f32* vb = mm_cpu_cvalues(rec + MM_CPU_PANEL_V(W));
-        const __m256i lb = _mm256_loadu_si256((const __m256i*)(const void*)(rec + MM_CPU_PANEL_LOW(W)));
+        const __m512i lb = _mm512_loadu_si512((const void*)(rec + MM_CPU_PANEL_LOW(W)));
         __m512 bv[NV];
         for (int v = 0; v < NV; v++) bv[v] = _mm512_loadu_ps(vb + v * VL);
         for (int r = 0; r < MR; r++) {
@@ -234,8 +260,8 @@ MM_AVX512 __attribute__((noinline)) static void rz_block(const mm_cpu_plan* p, c
             const __m512 av = _mm512_set1_ps(mm_bits_f32((uint32_t)ar[MM_CPU_A_V]));
             for (int v = 0; v < NV; v++)
                 T[r][v] = _mm512_fmadd_round_ps(av, bv[v], T[r][v], _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-            const __m256i sum = _mm256_add_epi8(_mm256_set1_epi32(ar[MM_CPU_A_LOW]), lb);
-            cnt[r] = _mm256_sub_epi8(cnt[r], _mm256_cmpgt_epi8(thr[r], sum)); /* -1 where cut */
+            const __m512i sum = _mm512_add_epi8(_mm512_set1_epi32(ar[MM_CPU_A_LOW]), lb);
+            cnt[r] = _mm512_mask_add_epi8(cnt[r], _mm512_cmpgt_epi8_mask(thr[r], sum), cnt[r], one8); /* +1 where cut */
         }
     }
     /* The block result in floating point: T - M = (S - n) units of 2^(grid - MM_CPU_A_BIAS)
@@ -246,27 +272,30 @@ MM_AVX512 __attribute__((noinline)) static void rz_block(const mm_cpu_plan* p, c
     const __m512i keep_mask = _mm512_set1_epi32((int32_t)p->keep_mask);
     const __m512i v_gadd = _mm512_set1_epi32((int32_t)(((uint32_t)(MM_CPU_A_BIAS - 23) << 23) - 0x400000u)); /* M -> 2^grid */
     const __m512 v_unbias = _mm512_castsi512_ps(_mm512_set1_epi32((127 + MM_CPU_A_BIAS) << 23));
-    __m512i n32[MR][NV];
+    const __m512i v_expo = _mm512_set1_epi32((int32_t)0xFF800000u), v_half = _mm512_set1_epi32(0x400000);
+    int8_t n8[MR][W];
     for (int r = 0; r < MR; r++) {
-        n32[r][0] = _mm512_cvtepi8_epi32(_mm256_castsi256_si128(cnt[r]));
-        n32[r][1] = _mm512_cvtepi8_epi32(_mm256_extracti128_si256(cnt[r], 1));
+        _mm512_storeu_si512((void*)n8[r], cnt[r]);
         for (int v = 0; v < NV; v++) {
-            const __m512 g = _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(M[r][v]), v_gadd));
-            const __m512 cut = _mm512_mul_ps(_mm512_cvtepi32_ps(n32[r][v]), g);
-            const __m512 sum = _mm512_fmadd_round_ps(_mm512_sub_ps(T[r][v], M[r][v]), v_unbias, cut,
+            /* M from T's bits (one binade, T > 0) rather than kept through the loop */
+            const __m512i mb = _mm512_or_si512(_mm512_and_si512(_mm512_castps_si512(T[r][v]), v_expo), v_half);
+            const __m512 g = _mm512_castsi512_ps(_mm512_add_epi32(mb, v_gadd));
+            const __m512 cut = _mm512_mul_ps(_mm512_cvtepi32_ps(lanes_i8(n8[r], v)), g);
+            const __m512 sum = _mm512_fmadd_round_ps(_mm512_sub_ps(T[r][v], _mm512_castsi512_ps(mb)), v_unbias, cut,
                                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
             c[r][v] = _mm512_and_si512(_mm512_castps_si512(sum), keep_mask);
         }
     }
-    if (bad) { /* those lanes composed exactly from the integer sums */
-        const __m512i v_fbits = _mm512_set1_epi32(0x7FFFFF), v_half = _mm512_set1_epi32(0x400000);
+    if (_mm512_cmpgt_epi32_mask(e_lo, e_min) | _mm512_cmpgt_epi32_mask(e_max, e_hi)) {
+        /* those lanes composed exactly from the integer sums */
+        const __m512i v_fbits = _mm512_set1_epi32(0x7FFFFF);
         const __m512i v_mbase = _mm512_set1_epi32(127 + 23 - MM_CPU_A_BIAS); /* M's field - grid */
         __m512i S[MR][NV], G[MR][NV], zero[MR][NV];
         for (int r = 0; r < MR; r++)
             for (int v = 0; v < NV; v++) {
                 const __m512i tb = _mm512_castps_si512(T[r][v]);
-                G[r][v] = _mm512_sub_epi32(_mm512_srli_epi32(_mm512_castps_si512(M[r][v]), 23), v_mbase);
-                S[r][v] = _mm512_add_epi32(_mm512_sub_epi32(_mm512_and_si512(tb, v_fbits), v_half), n32[r][v]);
+                G[r][v] = _mm512_sub_epi32(_mm512_srli_epi32(tb, 23), v_mbase);
+                S[r][v] = _mm512_add_epi32(_mm512_sub_epi32(_mm512_and_si512(tb, v_fbits), v_half), lanes_i8(n8[r], v));
                 zero[r][v] = _mm512_setzero_si512();
             }
         compose_fix(c, S, zero, G, MM_CPU_GRID_MAX_NARROW, p);
@@ -311,7 +340,7 @@ MM_AVX512_INLINE void chain(const mm_cpu_plan* p, const int32_t* a, int64_t as, 
         const int32_t* pf = ak + MM_CPU_A_WORDS * 2 * p->block;
         for (int i = n; i < npf; i++) /* more lines than k steps (small blocks) */
             _mm_prefetch((const char*)(const void*)(pf + (i % MR) * as + 16 * (i / MR)), _MM_HINT_T0);
-        __m256i E8[MR];
+        uint8_t E8[MR][W];
         pass1(ak, as, bk, n, E8, pf, npf);
         if (!split && p->rz) {
             rz_block(p, ak, as, bk, n, E8, c);
@@ -322,11 +351,9 @@ MM_AVX512_INLINE void chain(const mm_cpu_plan* p, const int32_t* a, int64_t as, 
         __m512i S[MR][NV], G[MR][NV];
         __m512 s[MR][NV];
         for (int r = 0; r < MR; r++) {
-            const __m512i ep[NV] = {_mm512_cvtepi8_epi32(_mm256_castsi256_si128(E8[r])),
-                                    _mm512_cvtepi8_epi32(_mm256_extracti128_si256(E8[r], 1))};
             for (int v = 0; v < NV; v++) {
                 const __m512i cb = p->c_late ? zero : c[r][v]; /* a late C joins after the block */
-                const __m512i ef = _mm512_max_epi32(_mm512_max_epi32(ep[v], c_exponent(cb)), v_floor);
+                const __m512i ef = _mm512_max_epi32(_mm512_max_epi32(lanes_e(E8[r], v), c_exponent(cb)), v_floor);
                 s[r][v] = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_sub_epi32(v_scale, ef), 23));
                 S[r][v] = _mm512_cvttps_epi32(_mm512_mul_ps(_mm512_castsi512_ps(cb), s[r][v]));
                 G[r][v] = _mm512_slli_epi32(_mm512_sub_epi32(v_bias, _mm512_min_epi32(_mm512_max_epi32(
@@ -400,8 +427,8 @@ MM_AVX512 static void tile_split(const mm_cpu_plan* p, const int32_t* a, int64_t
     tile_impl(p, a, as, b, k0, k1, acc, resume, 1);
 }
 
-const mm_cpu_kernel mm_cpu_kernel_avx512 = {"avx512", MR, W, tile, tile_split, MM_CPU_A_BIAS};
+const mm_cpu_kernel mm_cpu_kernel_avx512 = {"avx512", MR, W, tile, tile_split, MM_CPU_A_BIAS, MM_CPU_E_CODED};
 
 #else
-const mm_cpu_kernel mm_cpu_kernel_avx512 = {"avx512", 1, 1, 0, 0, 0};
+const mm_cpu_kernel mm_cpu_kernel_avx512 = {"avx512", 1, 1, 0, 0, 0, MM_CPU_E_CODED};
 #endif
