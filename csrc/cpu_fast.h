@@ -25,9 +25,10 @@
  *
  * Layouts. A (broadcast operand): row i, element k: MM_CPU_A_WORDS int32 words at
  * a[i * a_stride + MM_CPU_A_WORDS * k]: e as int8 in all four bytes (a 32-bit broadcast gives
- * int8 lanes; mm_cpu_a_exp reads it; the AVX-512 kernel's coded form: MM_CPU_E_CODED), low in all four bytes, v (fp32 bits). B panel of W
- * columns, one record of MM_CPU_PANEL_STRIDE(W) int32 words per k: W int8 exponents, W low
- * bytes, then W fp32 values (MM_CPU_PANEL_LOW, MM_CPU_PANEL_V). */
+ * int8 lanes; mm_cpu_a_exp reads it; the AVX-512 kernel's coded form: MM_CPU_E_CODED), low in
+ * all four bytes, v (fp32 bits). B panel of W columns, one record of MM_CPU_PANEL_STRIDE(W)
+ * int32 words per k: W int8 exponents, W low bytes, then W fp32 values (MM_CPU_PANEL_LOW,
+ * MM_CPU_PANEL_V). */
 #ifndef MMAEMU_CPU_FAST_H
 #define MMAEMU_CPU_FAST_H
 

@@ -17,8 +17,8 @@
  *       lanes from the low bytes of the decoded operands (cpu_fast.h, mm_cpu_low).
  * S is then mm_block's exact sum. The block result S * 2^grid is formed in floating point, one
  * subtract and one FMA, both exact (rz_block), and cut to its keep bits. Per 16 products: one
- * FMA and 0.75 int8 ops (an add, a compare into a mask, a masked add on 64 lanes), where the multiply form (pass2)
- * takes a multiply, an exponent add, a conversion and an add.
+ * FMA and 0.75 int8 ops (an add, a compare into a mask, a masked add on 64 lanes), where the
+ * multiply form (pass2) takes a multiply, an exponent add, a conversion and an add.
  *
  * Built with -DMMAEMU_EMULATE_AVX512, the same source compiles against SIMDe's portable
  * implementation of the intrinsics (header-only, e.g. Debian's libsimde-dev), so that its
@@ -65,20 +65,18 @@ static inline __m128i mm_emu_cvtepi32_epi8(__m512i x) {
     for (int l = 0; l < 16; l++) o[l] = (int8_t)v[l];
     return _mm_loadu_si128((const __m128i*)(const void*)o);
 }
-/* 16 bytes widened to int32, as signed (sign = 1) or unsigned bytes. */
-static inline __m512i mm_emu_widen_8_32(__m128i x, int sign) {
+static inline __m512i mm_emu_cvtepu8_epi32(__m128i x) {
     uint8_t v[16] = {0};
     int32_t o[16];
     _mm_storeu_si128((__m128i*)(void*)v, x);
-    for (int l = 0; l < 16; l++) o[l] = sign ? (int32_t)(int8_t)v[l] : (int32_t)v[l];
+    for (int l = 0; l < 16; l++) o[l] = v[l];
     return _mm512_loadu_si512(o);
 }
 #define _mm512_cvtepi32_pd mm_emu_cvtepi32_pd
-#define _mm512_cvtepu8_epi32(x) mm_emu_widen_8_32(x, 0)
+#define _mm512_cvtepu8_epi32 mm_emu_cvtepu8_epi32
 #define _mm512_cvtpd_ps mm_emu_cvtpd_ps
 #define _mm512_fmadd_round_ps(a, b, c, rounding) mm_emu_fmadd_round(a, b, c, rounding)
 #define _mm512_cvtepi32_epi8 mm_emu_cvtepi32_epi8
-#define _mm512_cvtepi8_epi32(x) mm_emu_widen_8_32(x, 1)
 #ifndef _MM_FROUND_NO_EXC
 #define _MM_FROUND_NO_EXC SIMDE_MM_FROUND_NO_EXC
 #endif
@@ -101,16 +99,16 @@ static inline __m512i mm_emu_widen_8_32(__m128i x, int sign) {
  * (benchmarks/results/cpu.md). */
 enum { MR = 4, NV = 4, VL = 16, W = NV * VL, STRIDE = MM_CPU_PANEL_STRIDE(W) };
 
-/* The 16 int8 lanes of columns [16 v, 16 v + 16) of a row's int8 vector, widened to int32
- * (through memory: the lane index is not an immediate in every build). */
-MM_AVX512_INLINE __m512i lanes_i8(const int8_t row[W], int v) {
-    return _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)(const void*)(row + VL * v)));
+/* The 16 byte lanes of columns [16 v, 16 v + 16) of a row's byte vector, widened to int32 as
+ * unsigned bytes (the counts, 0 to 127, and the coded exponents), through memory: the lane index
+ * is not an immediate in every build. */
+MM_AVX512_INLINE __m512i lanes_u8(const uint8_t row[W], int v) {
+    return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)(const void*)(row + VL * v)));
 }
 
-/* The same for pass 1's block maxima, coded (cpu_fast.h, MM_CPU_E_CODED): the exponents. */
+/* Pass 1's block maxima, coded (cpu_fast.h, MM_CPU_E_CODED), as exponents. */
 MM_AVX512_INLINE __m512i lanes_e(const uint8_t row[W], int v) {
-    const __m512i code = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)(const void*)(row + VL * v)));
-    return _mm512_sub_epi32(code, _mm512_set1_epi32(2 * MM_CPU_E_CODE_OFFSET));
+    return _mm512_sub_epi32(lanes_u8(row, v), _mm512_set1_epi32(2 * MM_CPU_E_CODE_OFFSET));
 }
 
 /* The grid exponent E - frac of a block from its scale s = 2^(frac - E). */
@@ -273,14 +271,14 @@ MM_AVX512 __attribute__((noinline)) static void rz_block(const mm_cpu_plan* p, c
     const __m512i v_gadd = _mm512_set1_epi32((int32_t)(((uint32_t)(MM_CPU_A_BIAS - 23) << 23) - 0x400000u)); /* M -> 2^grid */
     const __m512 v_unbias = _mm512_castsi512_ps(_mm512_set1_epi32((127 + MM_CPU_A_BIAS) << 23));
     const __m512i v_expo = _mm512_set1_epi32((int32_t)0xFF800000u), v_half = _mm512_set1_epi32(0x400000);
-    int8_t n8[MR][W];
+    uint8_t n8[MR][W];
     for (int r = 0; r < MR; r++) {
         _mm512_storeu_si512((void*)n8[r], cnt[r]);
         for (int v = 0; v < NV; v++) {
             /* M from T's bits (one binade, T > 0) rather than kept through the loop */
             const __m512i mb = _mm512_or_si512(_mm512_and_si512(_mm512_castps_si512(T[r][v]), v_expo), v_half);
             const __m512 g = _mm512_castsi512_ps(_mm512_add_epi32(mb, v_gadd));
-            const __m512 cut = _mm512_mul_ps(_mm512_cvtepi32_ps(lanes_i8(n8[r], v)), g);
+            const __m512 cut = _mm512_mul_ps(_mm512_cvtepi32_ps(lanes_u8(n8[r], v)), g);
             const __m512 sum = _mm512_fmadd_round_ps(_mm512_sub_ps(T[r][v], _mm512_castsi512_ps(mb)), v_unbias, cut,
                                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
             c[r][v] = _mm512_and_si512(_mm512_castps_si512(sum), keep_mask);
@@ -295,7 +293,7 @@ MM_AVX512 __attribute__((noinline)) static void rz_block(const mm_cpu_plan* p, c
             for (int v = 0; v < NV; v++) {
                 const __m512i tb = _mm512_castps_si512(T[r][v]);
                 G[r][v] = _mm512_sub_epi32(_mm512_srli_epi32(tb, 23), v_mbase);
-                S[r][v] = _mm512_add_epi32(_mm512_sub_epi32(_mm512_and_si512(tb, v_fbits), v_half), lanes_i8(n8[r], v));
+                S[r][v] = _mm512_add_epi32(_mm512_sub_epi32(_mm512_and_si512(tb, v_fbits), v_half), lanes_u8(n8[r], v));
                 zero[r][v] = _mm512_setzero_si512();
             }
         compose_fix(c, S, zero, G, MM_CPU_GRID_MAX_NARROW, p);
