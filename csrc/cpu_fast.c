@@ -83,7 +83,7 @@ static int plan_fits_rz(const mm_gemm* g) {
     const int sh0 = q->frac - fmt_man_bits(g->fmt_a) - fmt_man_bits(g->fmt_b);
     const int64_t pmax = (int64_t)fmt_max_sig(g->fmt_a) * fmt_max_sig(g->fmt_b);
     const int64_t term = sh0 >= 0 ? pmax << sh0 : pmax;
-    return !q->c_late && q->frac <= 30 && q->block <= 127 &&
+    return !q->c_late && q->frac <= MM_CPU_RZ_FRAC_MAX && q->block <= 127 &&
            (int64_t)q->block * (term + 1) + ((int64_t)1 << (q->frac + 1)) <= ((int64_t)1 << 22);
 }
 

@@ -111,6 +111,11 @@ static inline int32_t mm_cpu_low(int nonzero, int negative, int low) {
 #define MM_CPU_PANEL_LOW(w) ((w) / 4)
 #define MM_CPU_PANEL_V(w) ((w) / 2)
 
+/* The largest frac of the AVX-512 kernel's FMA form (mm_cpu_plan.rz), which keeps M and T normal
+ * and tells which ends of the composition's exact range a block can leave (cpu_kernel_avx512.c).
+ * C's term alone reaches 2^(frac + 1) units, so the 2^22 bound on the running sums implies it. */
+#define MM_CPU_RZ_FRAC_MAX 21
+
 /* What the block arithmetic needs, precomputed once per GEMM. */
 typedef struct {
     int64_t K;

@@ -15,8 +15,8 @@
  *   S = (T - M) / unit + n, n = the number of negative products that are not a multiple of
  *       2^grid: there floor is one below the model's cut toward zero. n is counted in int8
  *       lanes from the low bytes of the decoded operands (cpu_fast.h, mm_cpu_low).
- * S is then mm_block's exact sum. The block result S * 2^grid is formed in floating point, one
- * subtract and one FMA, both exact (rz_block), and cut to its keep bits. Per 16 products: one
+ * S is then mm_block's exact sum. The block result S * 2^grid is formed in floating point, an
+ * integer add and one FMA, both exact (rz_block), and cut to its keep bits. Per 16 products: one
  * FMA and 0.75 int8 ops (an add, a compare into a mask, a masked add on 64 lanes), where the
  * multiply form (pass2) takes a multiply, an exponent add, a conversion and an add.
  *
@@ -41,7 +41,7 @@ static inline __m256 mm_emu_cvtpd_ps(__m512d x) {
  * in the sums, to nearest where the result is exact and only the sign of a zero depends on it):
  * the exact product (two fp32 significands fit a double) plus C, added in double under that
  * rounding, then narrowed under it (rounding twice in one direction is rounding once; the
- * to-nearest uses are exact in double). */
+ * to-nearest uses are exact in double). fmsub is that FMA with -c. */
 #include <fenv.h>
 static inline __m512 mm_emu_fmadd_round(__m512 a, __m512 b, __m512 c, int rounding) {
     float x[16], y[16], z[16];
@@ -76,6 +76,8 @@ static inline __m512i mm_emu_cvtepu8_epi32(__m128i x) {
 #define _mm512_cvtepu8_epi32 mm_emu_cvtepu8_epi32
 #define _mm512_cvtpd_ps mm_emu_cvtpd_ps
 #define _mm512_fmadd_round_ps(a, b, c, rounding) mm_emu_fmadd_round(a, b, c, rounding)
+#define _mm512_fmsub_round_ps(a, b, c, rounding) \
+    mm_emu_fmadd_round(a, b, _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(c), _mm512_set1_epi32(INT32_MIN))), rounding)
 #define _mm512_cvtepi32_epi8 mm_emu_cvtepi32_epi8
 #ifndef _MM_FROUND_NO_EXC
 #define _MM_FROUND_NO_EXC SIMDE_MM_FROUND_NO_EXC
@@ -104,6 +106,19 @@ enum { MR = 4, NV = 4, VL = 16, W = NV * VL, STRIDE = MM_CPU_PANEL_STRIDE(W) };
  * is not an immediate in every build. */
 MM_AVX512_INLINE __m512i lanes_u8(const uint8_t row[W], int v) {
     return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)(const void*)(row + VL * v)));
+}
+
+/* The same from a register (the counts, which rz_block keeps in one): v is a constant once the
+ * loops are unrolled, and the switch keeps each extract's lane an immediate in every build. */
+MM_AVX512_INLINE __m512i lanes_u8_reg(__m512i x, int v) {
+    __m128i q;
+    switch (v) {
+    case 0: q = _mm512_castsi512_si128(x); break;
+    case 1: q = _mm512_extracti32x4_epi32(x, 1); break;
+    case 2: q = _mm512_extracti32x4_epi32(x, 2); break;
+    default: q = _mm512_extracti32x4_epi32(x, 3); break;
+    }
+    return _mm512_cvtepu8_epi32(q);
 }
 
 /* Pass 1's block maxima, coded (cpu_fast.h, MM_CPU_E_CODED), as exponents. */
@@ -211,33 +226,48 @@ MM_AVX512_INLINE __mmask16 narrow_compose(__m512i* c, __m512i S, __m512i grid, _
 /* One block of the narrow FMA form (file comment): the block result of C = c into c. E8: the
  * products' block maxima (pass 1, at least MM_CPU_E_FLOOR). Not inlined: the caller's state
  * waits in memory, and the loop keeps its 16 sums, 4 thresholds and 4 counts in registers.
- * E (the block maximum with C's exponent) lies in [-90, 127] and plan_fits_rz caps frac at 21,
- * so M = 1.5 * 2^(23 + E - frac - MM_CPU_A_BIAS) and T are normal and finite; the constants
- * below are those expressions with E << 23 added. */
+ * E (the block maximum with C's exponent) lies in [-90, 127] and frac is at most
+ * MM_CPU_RZ_FRAC_MAX, so M = 1.5 * 2^(23 + E - frac - MM_CPU_A_BIAS) and T are normal and
+ * finite; the constants below are those expressions with E's part added in the loops.
+ * The setup and the composition are unrolled in full (GCC's pragma): rolled, their sums and
+ * thresholds went through the stack, and blocks cost 1.03x to 1.13x the time (ada's 16-k
+ * blocks the most; same-minutes medians, benchmarks/results/cpu.md). */
 MM_AVX512 __attribute__((noinline)) static void rz_block(const mm_cpu_plan* p, const int32_t* ak, int64_t as,
                                                         const int32_t* bk, int n, const uint8_t E8[MR][W],
                                                         __m512i c[MR][NV]) {
-    const int32_t m_field = 127 + 23 - MM_CPU_A_BIAS - p->frac; /* M's exponent field, E = 0 */
+    /* In the setup, F = E + 127 (C's exponent field where C sets E), so the constants below
+     * take E's 127 in. */
+    const int32_t m_field = 23 - MM_CPU_A_BIAS - p->frac; /* M's exponent field - F */
     const __m512i v_madd = _mm512_set1_epi32((int32_t)(((uint32_t)m_field << 23) | 0x400000u));
-    const __m512i v_sadd = _mm512_set1_epi32((int32_t)((uint32_t)(127 + p->frac) << 23)); /* 2^(frac - E) */
-    const __m512i v_toff = _mm512_set1_epi32(32 - 128 - p->frac), v_thi = _mm512_set1_epi32(-65);
-    const __m512i e_lo = _mm512_set1_epi32(MM_CPU_GRID_MIN + p->frac), e_hi = _mm512_set1_epi32(MM_CPU_GRID_MAX_NARROW + p->frac);
+    const __m512i v_sadd = _mm512_set1_epi32((int32_t)((uint32_t)(254 + p->frac) << 23)); /* 2^(frac - E) */
+    const __m512i v_eoff = _mm512_set1_epi32(127 - 2 * MM_CPU_E_CODE_OFFSET); /* pass 1's code -> F */
+    const __m512i v_toff = _mm512_set1_epi32(32 - 128 - 127 - p->frac), v_thi = _mm512_set1_epi32(-65);
+    const __m512i v_ffield = _mm512_set1_epi32(0xFF);
     __m512 T[MR][NV];
     __m512i thr[MR], cnt[MR];
-    /* The range of E over the tile, checked once after the loop: a lane outside the range the
-     * composition below is exact in sends the tile to compose_fix, which checks each lane. */
-    __m512i e_min = _mm512_set1_epi32(INT32_MAX), e_max = _mm512_set1_epi32(INT32_MIN);
+    /* The largest E over the tile, checked once after the loop: a lane above the range the
+     * composition below is exact in sends the tile to compose_fix, which checks each lane. (E is
+     * at least MM_CPU_E_FLOOR, above that range's lower end unless a test build narrows it.) */
+    __m512i f_max = _mm512_set1_epi32(INT32_MIN);
+#if MM_CPU_GRID_MIN + MM_CPU_RZ_FRAC_MAX >= MM_CPU_E_FLOOR
+    __m512i f_min = _mm512_set1_epi32(INT32_MAX);
+#endif
+#pragma GCC unroll 4
     for (int r = 0; r < MR; r++) {
         __m128i t8[NV];
+#pragma GCC unroll 4
         for (int v = 0; v < NV; v++) {
-            const __m512i ef = _mm512_max_epi32(lanes_e(E8[r], v), c_exponent(c[r][v]));
-            const __m512i e23 = _mm512_slli_epi32(ef, 23);
-            const __m512 s = _mm512_castsi512_ps(_mm512_sub_epi32(v_sadd, e23));
+            const __m512i c_field = _mm512_and_si512(_mm512_srli_epi32(c[r][v], 23), v_ffield); /* c_exponent + 127 */
+            const __m512i f = _mm512_max_epi32(_mm512_add_epi32(lanes_u8(E8[r], v), v_eoff), c_field);
+            const __m512i f23 = _mm512_slli_epi32(f, 23);
+            const __m512 s = _mm512_castsi512_ps(_mm512_sub_epi32(v_sadd, f23));
             const __m512i cterm = _mm512_cvttps_epi32(_mm512_mul_ps(_mm512_castsi512_ps(c[r][v]), s));
-            T[r][v] = _mm512_castsi512_ps(_mm512_add_epi32(_mm512_add_epi32(e23, v_madd), cterm));
-            t8[v] = _mm512_cvtsepi32_epi8(_mm512_min_epi32(_mm512_add_epi32(ef, v_toff), v_thi));
-            e_min = _mm512_min_epi32(e_min, ef);
-            e_max = _mm512_max_epi32(e_max, ef);
+            T[r][v] = _mm512_castsi512_ps(_mm512_add_epi32(_mm512_add_epi32(f23, v_madd), cterm));
+            t8[v] = _mm512_cvtsepi32_epi8(_mm512_min_epi32(_mm512_add_epi32(f, v_toff), v_thi));
+            f_max = _mm512_max_epi32(f_max, f);
+#if MM_CPU_GRID_MIN + MM_CPU_RZ_FRAC_MAX >= MM_CPU_E_FLOOR
+            f_min = _mm512_min_epi32(f_min, f);
+#endif
         }
         /* In registers: four 16-byte stores read back as one 64-byte load stall the load
          * until the stores retire (store forwarding fails; 9 % of rz_block's time on Zen 4). */
@@ -262,38 +292,43 @@ MM_AVX512 __attribute__((noinline)) static void rz_block(const mm_cpu_plan* p, c
             cnt[r] = _mm512_mask_add_epi8(cnt[r], _mm512_cmpgt_epi8_mask(thr[r], sum), cnt[r], one8); /* +1 where cut */
         }
     }
-    /* The block result in floating point: T - M = (S - n) units of 2^(grid - MM_CPU_A_BIAS)
-     * exactly (one binade), so (T - M) * 2^MM_CPU_A_BIAS + n * 2^grid = S * 2^grid, one FMA
-     * whose exact result is representable while the grid is in range; rounded to nearest
-     * (named here, though the backend always runs in it), an exact zero is +0, as
-     * mm_cpu_compose gives. Then the keep bits, truncated. */
+    /* The block result in floating point: T - M = (S - n) units of 2^(grid - MM_CPU_A_BIAS),
+     * so T + n (T's bits plus n: M + S stays in T's binade, as |S| < 2^22 units) minus M is S
+     * units, and (T + n) * 2^MM_CPU_A_BIAS - M * 2^MM_CPU_A_BIAS = S * 2^grid: one FMA whose
+     * exact result is representable while the grid is in range; rounded to nearest (named
+     * here, though the backend always runs in it), an exact zero is +0, as mm_cpu_compose
+     * gives. M (1.5 times T's power of two) comes from T's bits rather than kept through the
+     * loop. Then the keep bits, truncated. */
     const __m512i keep_mask = _mm512_set1_epi32((int32_t)p->keep_mask);
-    const __m512i v_gadd = _mm512_set1_epi32((int32_t)(((uint32_t)(MM_CPU_A_BIAS - 23) << 23) - 0x400000u)); /* M -> 2^grid */
     const __m512 v_unbias = _mm512_castsi512_ps(_mm512_set1_epi32((127 + MM_CPU_A_BIAS) << 23));
-    const __m512i v_expo = _mm512_set1_epi32((int32_t)0xFF800000u), v_half = _mm512_set1_epi32(0x400000);
-    uint8_t n8[MR][W];
+    const __m512i v_expo = _mm512_set1_epi32((int32_t)0xFF800000u);
+    const __m512i v_mb = _mm512_set1_epi32((int32_t)(((uint32_t)MM_CPU_A_BIAS << 23) | 0x400000u));
+#pragma GCC unroll 4
     for (int r = 0; r < MR; r++) {
-        _mm512_storeu_si512((void*)n8[r], cnt[r]);
+#pragma GCC unroll 4
         for (int v = 0; v < NV; v++) {
-            /* M from T's bits (one binade, T > 0) rather than kept through the loop */
-            const __m512i mb = _mm512_or_si512(_mm512_and_si512(_mm512_castps_si512(T[r][v]), v_expo), v_half);
-            const __m512 g = _mm512_castsi512_ps(_mm512_add_epi32(mb, v_gadd));
-            const __m512 cut = _mm512_mul_ps(_mm512_cvtepi32_ps(lanes_u8(n8[r], v)), g);
-            const __m512 sum = _mm512_fmadd_round_ps(_mm512_sub_ps(T[r][v], _mm512_castsi512_ps(mb)), v_unbias, cut,
+            const __m512i tb = _mm512_add_epi32(_mm512_castps_si512(T[r][v]), lanes_u8_reg(cnt[r], v));
+            T[r][v] = _mm512_castsi512_ps(tb);
+            const __m512 mb = _mm512_castsi512_ps(_mm512_add_epi32(_mm512_and_si512(tb, v_expo), v_mb));
+            const __m512 sum = _mm512_fmsub_round_ps(_mm512_castsi512_ps(tb), v_unbias, mb,
                                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
             c[r][v] = _mm512_and_si512(_mm512_castps_si512(sum), keep_mask);
         }
     }
-    if (_mm512_cmpgt_epi32_mask(e_lo, e_min) | _mm512_cmpgt_epi32_mask(e_max, e_hi)) {
-        /* those lanes composed exactly from the integer sums */
-        const __m512i v_fbits = _mm512_set1_epi32(0x7FFFFF);
+    __mmask16 out_of_range = _mm512_cmpgt_epi32_mask(f_max, _mm512_set1_epi32(MM_CPU_GRID_MAX_NARROW + p->frac + 127));
+#if MM_CPU_GRID_MIN + MM_CPU_RZ_FRAC_MAX >= MM_CPU_E_FLOOR
+    out_of_range |= _mm512_cmpgt_epi32_mask(_mm512_set1_epi32(MM_CPU_GRID_MIN + p->frac + 127), f_min);
+#endif
+    if (out_of_range) {
+        /* those lanes composed exactly from the integer sums (T holds n now) */
+        const __m512i v_fbits = _mm512_set1_epi32(0x7FFFFF), v_half = _mm512_set1_epi32(0x400000);
         const __m512i v_mbase = _mm512_set1_epi32(127 + 23 - MM_CPU_A_BIAS); /* M's field - grid */
         __m512i S[MR][NV], G[MR][NV], zero[MR][NV];
         for (int r = 0; r < MR; r++)
             for (int v = 0; v < NV; v++) {
                 const __m512i tb = _mm512_castps_si512(T[r][v]);
                 G[r][v] = _mm512_sub_epi32(_mm512_srli_epi32(tb, 23), v_mbase);
-                S[r][v] = _mm512_add_epi32(_mm512_sub_epi32(_mm512_and_si512(tb, v_fbits), v_half), lanes_u8(n8[r], v));
+                S[r][v] = _mm512_sub_epi32(_mm512_and_si512(tb, v_fbits), v_half);
                 zero[r][v] = _mm512_setzero_si512();
             }
         compose_fix(c, S, zero, G, MM_CPU_GRID_MAX_NARROW, p);
