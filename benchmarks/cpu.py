@@ -3,8 +3,8 @@ and `reference`, in MAC/s.
 
 All of them run in the same process on the same tensors (E4M3 operands of the user guide's
 section 3 kind; fp32 matmul on their float32 copies; torch._scaled_mm with the same FP8
-operands, scales 1, bf16 output and the mode's use_fast_accum), so the ratios in a row hold
-for this machine as it was loaded during that row. torch._scaled_mm on the CPU dequantises
+operands, scales 1, bf16 output and the mode's use_fast_accum), timed in turn within each of
+the rows' rounds, so the ratios in a row hold for this machine as it was loaded during that row. torch._scaled_mm on the CPU dequantises
 and runs an fp32 GEMM: not the bits of any GPU, but what users have on a CPU. The reference
 backend is measured on a sub-block of the operands (its cost per MAC does not depend on M or
 N) and scaled; the table says so.
@@ -39,11 +39,18 @@ MODES = [("hopper fast", "hopper", True), ("hopper non-fast", "hopper", False),
 
 
 def best_time(fn, repeat):
-    best = float("inf")
+    return best_times([fn], repeat)[0]
+
+
+def best_times(fns, repeat):
+    """The best of `repeat` runs of each function, the functions taken in turn in every round, so
+    that a change in the machine's load between minutes moves all of them alike."""
+    best = [float("inf")] * len(fns)
     for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
+        for i, fn in enumerate(fns):
+            t = time.perf_counter()
+            fn()
+            best[i] = min(best[i], time.perf_counter() - t)
     return best
 
 
@@ -108,18 +115,22 @@ def main():
         xf, wf = x.float(), w.float()
         macs = M * N * K
         xf @ wf.t()  # warm-up
-        gm_mm = macs / best_time(lambda: xf @ wf.t(), repeat) / 1e9
         xs, ws = x[: args.ref_rows], w[: args.ref_cols]
         sub_macs = xs.shape[0] * ws.shape[0] * K
         for label, preset, fast in modes:
             try:
                 torch_scaled_mm(x, w, fast)  # warm-up
-                gm_tsm = macs / best_time(lambda: torch_scaled_mm(x, w, fast), repeat) / 1e9
+                has_tsm = True
             except RuntimeError:  # a shape torch's CPU _scaled_mm refuses
-                gm_tsm = None
+                has_tsm = False
             scaled_mm(x, w, preset, fast, "cpu")  # warm-up (and auto's one-time measurement)
-            t_cpu = best_time(lambda: scaled_mm(x, w, preset, fast, "cpu"), repeat)
-            gm_cpu = macs / t_cpu / 1e9
+            # fp32 matmul, torch._scaled_mm and the cpu backend in turn, in each of the rounds
+            timed = [lambda: xf @ wf.t(), lambda: scaled_mm(x, w, preset, fast, "cpu")]
+            if has_tsm:
+                timed.append(lambda: torch_scaled_mm(x, w, fast))
+            t_mm, t_cpu, *t_tsm = best_times(timed, repeat)
+            gm_mm, gm_cpu = macs / t_mm / 1e9, macs / t_cpu / 1e9
+            gm_tsm = macs / t_tsm[0] / 1e9 if has_tsm else None
             if preset == "hopper":
                 gm_ref = sub_macs / best_time(lambda: scaled_mm(xs, ws, preset, fast, "reference"), repeat) / 1e9
                 ref_cols = f"{gm_ref:.4f} | {gm_cpu / gm_ref:.0f}x"
