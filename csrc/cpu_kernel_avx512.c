@@ -229,9 +229,10 @@ MM_AVX512_INLINE __mmask16 narrow_compose(__m512i* c, __m512i S, __m512i grid, _
  * E (the block maximum with C's exponent) lies in [-90, 127] and frac is at most
  * MM_CPU_RZ_FRAC_MAX, so M = 1.5 * 2^(23 + E - frac - MM_CPU_A_BIAS) and T are normal and
  * finite; the constants below are those expressions with E's part added in the loops.
- * The setup and the composition are unrolled in full (GCC's pragma): rolled, their sums and
- * thresholds went through the stack, and blocks cost 1.03x to 1.13x the time (ada's 16-k
- * blocks the most; same-minutes medians, benchmarks/results/cpu.md). */
+ * The setup and the composition are unrolled in full (GCC's pragma): rolled, gcc kept their
+ * sums and thresholds on the stack; unrolled, whole GEMMs ran 1.03x to 1.10x faster than with
+ * the rolled form before (same-minutes medians, ada's 16-k blocks the most;
+ * benchmarks/results/cpu.md). */
 MM_AVX512 __attribute__((noinline)) static void rz_block(const mm_cpu_plan* p, const int32_t* ak, int64_t as,
                                                         const int32_t* bk, int n, const uint8_t E8[MR][W],
                                                         __m512i c[MR][NV]) {
