@@ -101,15 +101,15 @@ static inline __m512i mm_emu_cvtepu8_epi32(__m128i x) {
  * (benchmarks/results/cpu.md). */
 enum { MR = 4, NV = 4, VL = 16, W = NV * VL, STRIDE = MM_CPU_PANEL_STRIDE(W) };
 
-/* The 16 byte lanes of columns [16 v, 16 v + 16) of a row's byte vector, widened to int32 as
- * unsigned bytes (the counts, 0 to 127, and the coded exponents), through memory: the lane index
- * is not an immediate in every build. */
+/* The 16 byte lanes of columns [16 v, 16 v + 16) of a row's byte vector (pass 1's coded block
+ * maxima), widened to int32 as unsigned bytes, through memory: the lane index is not an
+ * immediate in every build. */
 MM_AVX512_INLINE __m512i lanes_u8(const uint8_t row[W], int v) {
     return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)(const void*)(row + VL * v)));
 }
 
-/* The same from a register (the counts, which rz_block keeps in one): v is a constant once the
- * loops are unrolled, and the switch keeps each extract's lane an immediate in every build. */
+/* The same from a register (rz_block's counts, 0 to 127): v is a constant once the loops are
+ * unrolled, and the switch keeps each extract's lane an immediate in every build. */
 MM_AVX512_INLINE __m512i lanes_u8_reg(__m512i x, int v) {
     __m128i q;
     switch (v) {
@@ -169,12 +169,15 @@ MM_AVX512_INLINE void fix_lanes(__m512i c[MR][NV], __m512i S[MR][NV], __m512i (*
         for (int v = 0; v < NV; v++) c[r][v] = cc[r][v];
 }
 
-/* The exponent C brings to the block maximum, 16 lanes: its exponent field - 127. C is +-0
- * (field 0: -127, below MM_CPU_E_FLOOR, so it raises nothing, as mm_cpu_c_exponent's value for
- * it) or an earlier block result, at least 2^(-28 - frac) >= 2^-58 (cpu_fast.h): never
- * subnormal, so the field is its exponent. */
+/* The exponent C brings to the block maximum, 16 lanes: its exponent field (c_field) - 127.
+ * C is +-0 (field 0: -127, below MM_CPU_E_FLOOR, so it raises nothing, as mm_cpu_c_exponent's
+ * value for it) or an earlier block result, at least 2^(-28 - frac) >= 2^-58 (cpu_fast.h):
+ * never subnormal, so the field is its exponent. */
+MM_AVX512_INLINE __m512i c_field(__m512i cb) {
+    return _mm512_and_si512(_mm512_srli_epi32(cb, 23), _mm512_set1_epi32(0xFF));
+}
 MM_AVX512_INLINE __m512i c_exponent(__m512i cb) {
-    return _mm512_sub_epi32(_mm512_and_si512(_mm512_srli_epi32(cb, 23), _mm512_set1_epi32(0xFF)), _mm512_set1_epi32(127));
+    return _mm512_sub_epi32(c_field(cb), _mm512_set1_epi32(127));
 }
 
 /* Pass 2 over k in [k_begin, k_end) of a block: S += trunc((a * b) * 2^-grid), the scaling
@@ -251,7 +254,6 @@ MM_AVX512 __attribute__((noinline)) static void rz_block(const mm_cpu_plan* p, c
     const __m512i v_sadd = _mm512_set1_epi32((int32_t)((uint32_t)(254 + p->frac) << 23)); /* 2^(frac - E) */
     const __m512i v_eoff = _mm512_set1_epi32(127 - 2 * MM_CPU_E_CODE_OFFSET); /* pass 1's code -> F */
     const __m512i v_toff = _mm512_set1_epi32(32 - 128 - 127 - p->frac), v_thi = _mm512_set1_epi32(-65);
-    const __m512i v_ffield = _mm512_set1_epi32(0xFF);
     __m512 T[MR][NV];
     __m512i thr[MR], cnt[MR];
     /* The largest E over the tile, checked once after the loop: a lane above the range the
@@ -266,8 +268,7 @@ MM_AVX512 __attribute__((noinline)) static void rz_block(const mm_cpu_plan* p, c
         __m128i t8[NV];
 #pragma GCC unroll 4
         for (int v = 0; v < NV; v++) {
-            const __m512i c_field = _mm512_and_si512(_mm512_srli_epi32(c[r][v], 23), v_ffield); /* c_exponent + 127 */
-            const __m512i f = _mm512_max_epi32(_mm512_add_epi32(lanes_u8(E8[r], v), v_eoff), c_field);
+            const __m512i f = _mm512_max_epi32(_mm512_add_epi32(lanes_u8(E8[r], v), v_eoff), c_field(c[r][v]));
             const __m512i f23 = _mm512_slli_epi32(f, 23);
             const __m512 s = _mm512_castsi512_ps(_mm512_sub_epi32(v_sadd, f23));
             const __m512i cterm = _mm512_cvttps_epi32(_mm512_mul_ps(_mm512_castsi512_ps(c[r][v]), s));
