@@ -154,12 +154,14 @@ static void decode_a(const mm_gemm* g, const mm_cpu_lut* t, int64_t m_pad, int64
  * record (k outer), so the stores are sequential: column by column, every store of a column
  * landed in a different cache line of the panel, and decoding cost more than the kernel at
  * small M (measured on Zen 4). */
-static void decode_b_panel(const mm_gemm* g, const mm_cpu_lut* t, int64_t j0, int w, int64_t k0,
-                           int64_t k1, int32_t* panel, uint8_t* col_special) {
+static void decode_b_panel(const mm_gemm* g, const mm_cpu_lut* t, int64_t j0, int w, int order,
+                           int64_t k0, int64_t k1, int32_t* panel, uint8_t* col_special) {
     const int64_t len = k1 - k0, stride = MM_CPU_PANEL_STRIDE(w);
     const uint8_t* src[64];
+    uint8_t pos[64]; /* column c's byte in the byte planes */
     int real = 0; /* columns j0 .. j0 + real - 1 exist */
     for (int c = 0; c < w; c++) {
+        pos[c] = (uint8_t)mm_cpu_byte_pos(c, w, order);
         col_special[c] = 0;
         if (j0 + c < g->N) {
             src[c] = g->b + (j0 + c) * g->ldb + k0;
@@ -172,14 +174,14 @@ static void decode_b_panel(const mm_gemm* g, const mm_cpu_lut* t, int64_t j0, in
         mm_cpu_f32* pv = mm_cpu_values(panel + k * stride + MM_CPU_PANEL_V(w));
         for (int c = 0; c < real; c++) {
             const uint8_t code = src[c][k];
-            pe[c] = (int8_t)t->e[code];
-            pl[c] = (int8_t)t->low[code];
+            pe[pos[c]] = (int8_t)t->e[code];
+            pl[pos[c]] = (int8_t)t->low[code];
             pv[c] = t->v[code];
             col_special[c] |= t->special[code];
         }
         for (int c = real; c < w; c++) { /* code 0: +0 */
-            pe[c] = (int8_t)t->e[0];
-            pl[c] = (int8_t)t->low[0];
+            pe[pos[c]] = (int8_t)t->e[0];
+            pl[pos[c]] = (int8_t)t->low[0];
             pv[c] = 0.0f;
         }
     }
@@ -261,7 +263,7 @@ static void probe_operands(const mm_cpu_kernel* k, int32_t* a, int32_t* panel) {
         for (int64_t kk = 0; kk < MM_CPU_PROBE_K; kk++)
             codes[c * MM_CPU_PROBE_K + kk] = (uint8_t)(((kk * 5 + c) % 11 + 3) << 3 | (c % 8) | (c & 1 ? 0 : 0x80));
     lut_make(&lut, MM_FMT_E4M3, 0, k->e_code);
-    decode_b_panel(&g, &lut, 0, k->w, 0, MM_CPU_PROBE_K, panel, special);
+    decode_b_panel(&g, &lut, 0, k->w, k->byte_order, 0, MM_CPU_PROBE_K, panel, special);
     free(codes);
 }
 
@@ -593,7 +595,7 @@ static void* worker(void* arg) {
         const int64_t p = item / job->chunks, ci = item % job->chunks;
         const int64_t j0 = (job->panel0 + p) * w;
         if (p != have_panel) {
-            decode_b_panel(g, &job->lut_b, j0, w, job->ks, job->ke, panel, col_special);
+            decode_b_panel(g, &job->lut_b, j0, w, job->kern->byte_order, job->ks, job->ke, panel, col_special);
             have_panel = p;
         }
         const int64_t r0 = ci * job->chunk_rows;

@@ -28,7 +28,7 @@
  * int8 lanes; mm_cpu_a_exp reads it; the AVX-512 kernel's coded form: MM_CPU_E_CODED), low in
  * all four bytes, v (fp32 bits). B panel of W columns, one record of MM_CPU_PANEL_STRIDE(W)
  * int32 words per k: W int8 exponents, W low bytes, then W fp32 values (MM_CPU_PANEL_LOW,
- * MM_CPU_PANEL_V). */
+ * MM_CPU_PANEL_V); the two byte planes in the kernel's byte order (mm_cpu_byte_pos). */
 #ifndef MMAEMU_CPU_FAST_H
 #define MMAEMU_CPU_FAST_H
 
@@ -147,7 +147,18 @@ typedef struct {
     mm_cpu_tile_fn tile_split; /* or NULL: two int32 half-block sums, each < 2^31 (b200) */
     int a_bias;               /* A's decoded values are v * 2^-a_bias (0 or MM_CPU_A_BIAS) */
     int e_code;               /* the exponent bytes it reads: MM_CPU_E_SIGNED or MM_CPU_E_CODED */
+    int byte_order;           /* its panels' byte planes: MM_CPU_BYTES_PLAIN or MM_CPU_BYTES_WORDS */
 } mm_cpu_kernel;
+
+/* Where column c of a panel w wide sits in its exponent and low-byte planes. PLAIN: byte c.
+ * WORDS (the AVX-512 kernel): its fp32 vector v holds columns [v w/4, (v + 1) w/4), and column
+ * v w/4 + l sits at byte v of 32-bit word l, so that a shift and a mask give a vector's bytes
+ * as 32-bit lanes, and four vectors' bytes pack into one byte vector, without a shuffle
+ * (cpu_kernel_avx512.c, word_byte). */
+enum { MM_CPU_BYTES_PLAIN = 0, MM_CPU_BYTES_WORDS = 1 };
+static inline int mm_cpu_byte_pos(int c, int w, int order) {
+    return order == MM_CPU_BYTES_WORDS ? 4 * (c % (w / 4)) + c / (w / 4) : c;
+}
 
 /* The SIMD kernels scale a product by 2^-grid with an integer add to its exponent field
  * instead of a multiply: q = a * b is formed with A's values decoded times 2^-MM_CPU_A_BIAS,

@@ -245,8 +245,8 @@ MM_AVX2 static void tile_split(const mm_cpu_plan* p, const int32_t* a, int64_t a
     tile_impl(p, a, as, b, k0, k1, acc, resume, 1);
 }
 
-const mm_cpu_kernel mm_cpu_kernel_avx2 = {"avx2", MR, W, tile, tile_split, MM_CPU_A_BIAS, MM_CPU_E_SIGNED};
+const mm_cpu_kernel mm_cpu_kernel_avx2 = {"avx2", MR, W, tile, tile_split, MM_CPU_A_BIAS, MM_CPU_E_SIGNED, MM_CPU_BYTES_PLAIN};
 
 #else
-const mm_cpu_kernel mm_cpu_kernel_avx2 = {"avx2", 1, 1, 0, 0, 0, MM_CPU_E_SIGNED};
+const mm_cpu_kernel mm_cpu_kernel_avx2 = {"avx2", 1, 1, 0, 0, 0, MM_CPU_E_SIGNED, MM_CPU_BYTES_PLAIN};
 #endif

@@ -101,24 +101,37 @@ static inline __m512i mm_emu_cvtepu8_epi32(__m128i x) {
  * (benchmarks/results/cpu.md). */
 enum { MR = 4, NV = 4, VL = 16, W = NV * VL, STRIDE = MM_CPU_PANEL_STRIDE(W) };
 
-/* The 16 byte lanes of columns [16 v, 16 v + 16) of a row's byte vector (pass 1's coded block
- * maxima), widened to int32 as unsigned bytes, through memory: the lane index is not an
- * immediate in every build. */
-MM_AVX512_INLINE __m512i lanes_u8(const uint8_t row[W], int v) {
-    return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)(const void*)(row + VL * v)));
+/* Byte v of every 32-bit lane of x as int32 lanes: in the panel's byte order (cpu_fast.h,
+ * MM_CPU_BYTES_WORDS), the bytes of columns [16 v, 16 v + 16), lined up with fp32 vector v. A
+ * shift and a mask: the widening byte-to-dword shuffle (vpmovzxbd) of the plain order and the
+ * narrowing one back (vpmovsdb and three inserts) were most of the block setup's instructions
+ * (Zen 4 runs 512-bit shuffles at half the rate of plain integer ops, inferred from the
+ * timings in benchmarks/results/cpu.md). v is a constant once the loops are unrolled, and the
+ * switch keeps each shift an immediate in every build. */
+MM_AVX512_INLINE __m512i word_byte(__m512i x, int v) {
+    const __m512i m = _mm512_set1_epi32(0xFF);
+    switch (v) {
+    case 0: return _mm512_and_si512(x, m);
+    case 1: return _mm512_and_si512(_mm512_srli_epi32(x, 8), m);
+    case 2: return _mm512_and_si512(_mm512_srli_epi32(x, 16), m);
+    default: return _mm512_srli_epi32(x, 24);
+    }
 }
 
-/* The same from a register (rz_block's counts, 0 to 127): v is a constant once the loops are
- * unrolled, and the switch keeps each extract's lane an immediate in every build. */
-MM_AVX512_INLINE __m512i lanes_u8_reg(__m512i x, int v) {
-    __m128i q;
+/* The same byte moved to bits 23..30 (an exponent field), the other bits 0. */
+MM_AVX512_INLINE __m512i word_byte_field(__m512i x, int v) {
+    const __m512i m = _mm512_set1_epi32(0x7F800000);
     switch (v) {
-    case 0: q = _mm512_castsi512_si128(x); break;
-    case 1: q = _mm512_extracti32x4_epi32(x, 1); break;
-    case 2: q = _mm512_extracti32x4_epi32(x, 2); break;
-    default: q = _mm512_extracti32x4_epi32(x, 3); break;
+    case 0: return _mm512_and_si512(_mm512_slli_epi32(x, 23), m);
+    case 1: return _mm512_and_si512(_mm512_slli_epi32(x, 15), m);
+    case 2: return _mm512_and_si512(_mm512_slli_epi32(x, 7), m);
+    default: return _mm512_and_si512(_mm512_srli_epi32(x, 1), m);
     }
-    return _mm512_cvtepu8_epi32(q);
+}
+
+/* A row's byte vector (pass 1's coded block maxima) for fp32 vector v. */
+MM_AVX512_INLINE __m512i lanes_u8(const uint8_t row[W], int v) {
+    return word_byte(_mm512_loadu_si512((const void*)row), v);
 }
 
 /* Pass 1's block maxima, coded (cpu_fast.h, MM_CPU_E_CODED), as exponents. */
@@ -167,6 +180,17 @@ MM_AVX512_INLINE void fix_lanes(__m512i c[MR][NV], __m512i S[MR][NV], __m512i (*
     compose_fix(cc, SS, SS2, gg, grid_hi, p);
     for (int r = 0; r < MR; r++)
         for (int v = 0; v < NV; v++) c[r][v] = cc[r][v];
+}
+
+/* The exponent fields of a row's four C vectors (C's bits 23..30) as one byte vector in the
+ * panel's byte order: vector v's lane l at byte v of word l. Shifts and bitwise selects. */
+MM_AVX512_INLINE __m512i fields_u8(const __m512i c[NV]) {
+    /* (x & m) | y in one vpternlogd: 0xF0 & 0xAA | 0xCC */
+    enum { SELECT_OR = 0xEC };
+    __m512i u = _mm512_and_si512(_mm512_srli_epi32(c[0], 23), _mm512_set1_epi32(0xFF));
+    u = _mm512_ternarylogic_epi32(_mm512_srli_epi32(c[1], 15), u, _mm512_set1_epi32(0xFF00), SELECT_OR);
+    u = _mm512_ternarylogic_epi32(_mm512_srli_epi32(c[2], 7), u, _mm512_set1_epi32(0xFF0000), SELECT_OR);
+    return _mm512_ternarylogic_epi32(_mm512_slli_epi32(c[3], 1), u, _mm512_set1_epi32((int32_t)0xFF000000u), SELECT_OR);
 }
 
 /* The exponent C brings to the block maximum, 16 lanes: its exponent field (c_field) - 127.
@@ -252,38 +276,41 @@ MM_AVX512 __attribute__((noinline)) static void rz_block(const mm_cpu_plan* p, c
     const int32_t m_field = 23 - MM_CPU_A_BIAS - p->frac; /* M's exponent field - F */
     const __m512i v_madd = _mm512_set1_epi32((int32_t)(((uint32_t)m_field << 23) | 0x400000u));
     const __m512i v_sadd = _mm512_set1_epi32((int32_t)((uint32_t)(254 + p->frac) << 23)); /* 2^(frac - E) */
-    const __m512i v_eoff = _mm512_set1_epi32(127 - 2 * MM_CPU_E_CODE_OFFSET); /* pass 1's code -> F */
-    const __m512i v_toff = _mm512_set1_epi32(32 - 128 - 127 - p->frac), v_thi = _mm512_set1_epi32(-65);
+    /* In bytes (F lies in [37, 254]): pass 1's code -> F, and the count's threshold
+     * min(F - 223 - frac, -65) saturated to int8, as F clamped to [95 + frac, 158 + frac]
+     * (within a byte: frac <= MM_CPU_RZ_FRAC_MAX) minus 223 + frac. */
+    const __m512i v_eoff = _mm512_set1_epi8((char)(127 - 2 * MM_CPU_E_CODE_OFFSET));
+    const __m512i v_tlo = _mm512_set1_epi8((char)(95 + p->frac)), v_thi = _mm512_set1_epi8((char)(158 + p->frac));
+    const __m512i v_toff = _mm512_set1_epi8((char)(-223 - p->frac));
     __m512 T[MR][NV];
     __m512i thr[MR], cnt[MR];
-    /* The largest E over the tile, checked once after the loop: a lane above the range the
+    /* The largest F over the tile, checked once after the loop: a lane above the range the
      * composition below is exact in sends the tile to compose_fix, which checks each lane. (E is
      * at least MM_CPU_E_FLOOR, above that range's lower end unless a test build narrows it.) */
-    __m512i f_max = _mm512_set1_epi32(INT32_MIN);
+    _Static_assert(MM_CPU_GRID_MAX_NARROW + MM_CPU_RZ_FRAC_MAX + 127 <= 255 && MM_CPU_GRID_MIN + 127 >= 0,
+                   "the range checks of F compare bytes");
+    __m512i f_max = _mm512_setzero_si512();
 #if MM_CPU_GRID_MIN + MM_CPU_RZ_FRAC_MAX >= MM_CPU_E_FLOOR
-    __m512i f_min = _mm512_set1_epi32(INT32_MAX);
+    __m512i f_min = _mm512_set1_epi8((char)0xFF);
 #endif
 #pragma GCC unroll 4
     for (int r = 0; r < MR; r++) {
-        __m128i t8[NV];
+        /* F = max(the products' E, C's exponent) + 127, four vectors' lanes in one byte vector */
+        const __m512i f8 = _mm512_max_epu8(_mm512_add_epi8(_mm512_loadu_si512((const void*)E8[r]), v_eoff),
+                                           fields_u8(c[r]));
+        thr[r] = _mm512_add_epi8(_mm512_min_epu8(_mm512_max_epu8(f8, v_tlo), v_thi), v_toff);
+        cnt[r] = _mm512_setzero_si512();
+        f_max = _mm512_max_epu8(f_max, f8);
+#if MM_CPU_GRID_MIN + MM_CPU_RZ_FRAC_MAX >= MM_CPU_E_FLOOR
+        f_min = _mm512_min_epu8(f_min, f8);
+#endif
 #pragma GCC unroll 4
         for (int v = 0; v < NV; v++) {
-            const __m512i f = _mm512_max_epi32(_mm512_add_epi32(lanes_u8(E8[r], v), v_eoff), c_field(c[r][v]));
-            const __m512i f23 = _mm512_slli_epi32(f, 23);
+            const __m512i f23 = word_byte_field(f8, v);
             const __m512 s = _mm512_castsi512_ps(_mm512_sub_epi32(v_sadd, f23));
             const __m512i cterm = _mm512_cvttps_epi32(_mm512_mul_ps(_mm512_castsi512_ps(c[r][v]), s));
             T[r][v] = _mm512_castsi512_ps(_mm512_add_epi32(_mm512_add_epi32(f23, v_madd), cterm));
-            t8[v] = _mm512_cvtsepi32_epi8(_mm512_min_epi32(_mm512_add_epi32(f, v_toff), v_thi));
-            f_max = _mm512_max_epi32(f_max, f);
-#if MM_CPU_GRID_MIN + MM_CPU_RZ_FRAC_MAX >= MM_CPU_E_FLOOR
-            f_min = _mm512_min_epi32(f_min, f);
-#endif
         }
-        /* In registers: four 16-byte stores read back as one 64-byte load stall the load
-         * until the stores retire (store forwarding fails; 9 % of rz_block's time on Zen 4). */
-        thr[r] = _mm512_inserti32x4(_mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(t8[0]), t8[1], 1),
-                                                       t8[2], 2), t8[3], 3);
-        cnt[r] = _mm512_setzero_si512();
     }
     const __m512i one8 = _mm512_set1_epi8(1);
     for (int i = n; i < npf; i++) prefetch_a_line(pf, as, i); /* more lines than k steps */
@@ -319,7 +346,7 @@ MM_AVX512 __attribute__((noinline)) static void rz_block(const mm_cpu_plan* p, c
     for (int r = 0; r < MR; r++) {
 #pragma GCC unroll 4
         for (int v = 0; v < NV; v++) {
-            const __m512i tb = _mm512_add_epi32(_mm512_castps_si512(T[r][v]), lanes_u8_reg(cnt[r], v));
+            const __m512i tb = _mm512_add_epi32(_mm512_castps_si512(T[r][v]), word_byte(cnt[r], v));
             T[r][v] = _mm512_castsi512_ps(tb);
             const __m512 mb = _mm512_castsi512_ps(_mm512_add_epi32(_mm512_and_si512(tb, v_expo), v_mb));
             const __m512 sum = _mm512_fmsub_round_ps(_mm512_castsi512_ps(tb), v_unbias, mb,
@@ -327,9 +354,9 @@ MM_AVX512 __attribute__((noinline)) static void rz_block(const mm_cpu_plan* p, c
             c[r][v] = _mm512_and_si512(_mm512_castps_si512(sum), keep_mask);
         }
     }
-    __mmask16 out_of_range = _mm512_cmpgt_epi32_mask(f_max, _mm512_set1_epi32(MM_CPU_GRID_MAX_NARROW + p->frac + 127));
+    __mmask64 out_of_range = _mm512_cmpgt_epu8_mask(f_max, _mm512_set1_epi8((char)(MM_CPU_GRID_MAX_NARROW + p->frac + 127)));
 #if MM_CPU_GRID_MIN + MM_CPU_RZ_FRAC_MAX >= MM_CPU_E_FLOOR
-    out_of_range |= _mm512_cmpgt_epi32_mask(_mm512_set1_epi32(MM_CPU_GRID_MIN + p->frac + 127), f_min);
+    out_of_range |= _mm512_cmplt_epu8_mask(f_min, _mm512_set1_epi8((char)(MM_CPU_GRID_MIN + p->frac + 127)));
 #endif
     if (out_of_range) {
         /* those lanes composed exactly from the integer sums (T holds n now) */
@@ -475,8 +502,8 @@ MM_AVX512 static void tile_split(const mm_cpu_plan* p, const int32_t* a, int64_t
     tile_impl(p, a, as, b, k0, k1, acc, resume, 1);
 }
 
-const mm_cpu_kernel mm_cpu_kernel_avx512 = {"avx512", MR, W, tile, tile_split, MM_CPU_A_BIAS, MM_CPU_E_CODED};
+const mm_cpu_kernel mm_cpu_kernel_avx512 = {"avx512", MR, W, tile, tile_split, MM_CPU_A_BIAS, MM_CPU_E_CODED, MM_CPU_BYTES_WORDS};
 
 #else
-const mm_cpu_kernel mm_cpu_kernel_avx512 = {"avx512", 1, 1, 0, 0, 0, MM_CPU_E_CODED};
+const mm_cpu_kernel mm_cpu_kernel_avx512 = {"avx512", 1, 1, 0, 0, 0, MM_CPU_E_CODED, MM_CPU_BYTES_WORDS};
 #endif
