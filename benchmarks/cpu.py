@@ -7,7 +7,10 @@ operands, scales 1, bf16 output and the mode's use_fast_accum), timed in turn wi
 the rows' rounds, so the ratios in a row hold for this machine as it was loaded during that row. torch._scaled_mm on the CPU dequantises
 and runs an fp32 GEMM: not the bits of any GPU, but what users have on a CPU. The reference
 backend is measured on a sub-block of the operands (its cost per MAC does not depend on M or
-N) and scaled; the table says so.
+N) and scaled; the table says so. So is torch._scaled_mm where one call on the whole shape would
+take longer than --tsm-budget seconds (torch builds whose CPU _scaled_mm runs oneDNN's reference
+kernel for FP8 operands, measured at about 0.03 GMAC/s on an Intel Xeon with AMX): its cell
+then names the sub-block it was timed on.
 
     python benchmarks/cpu.py                      # decode (M = 1..64) to M = 4096, 2048^3
     python benchmarks/cpu.py --threads 1          # one thread for everything timed
@@ -74,6 +77,24 @@ def torch_scaled_mm(x, w, fast):
     return torch._scaled_mm(x, w.t(), one, one, out_dtype=torch.bfloat16, use_fast_accum=fast)
 
 
+def tsm_sub_block(x, w, fast, budget):
+    """The rows and columns to time torch._scaled_mm on: the whole shape when one call fits the
+    budget (seconds), else a sub-block on which one call takes about budget / 10. One call on
+    ever larger sub-blocks (rows doubled up to M, then columns from 64 up to N) until the call
+    on the whole shape is predicted (time per MAC of the last call) to fit, or the call took
+    budget / 10. The prediction from a small call over-estimates a fast GEMM, so it never
+    sends a fast one to a sub-block. Raises RuntimeError where torch refuses the shape."""
+    M, N = x.shape[0], w.shape[0]
+    m, n = 1, min(N, 64)
+    while True:
+        t = best_time(lambda: torch_scaled_mm(x[:m], w[:n], fast), 1)
+        if (m, n) == (M, N) or t * (M * N) / (m * n) <= budget:
+            return M, N
+        if t >= budget / 10:
+            return m, n
+        m, n = (min(M, 2 * m), n) if m < M else (m, min(N, 2 * n))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shapes", nargs="+", default=None, help="MxNxK")
@@ -87,6 +108,8 @@ def main():
                     help="also bias and row-wise epilogues (hopper modes, cpu only), with their "
                          "time relative to the tensor-wise run")
     ap.add_argument("--quick", action="store_true", help="small shapes, hopper fast only, best of 1")
+    ap.add_argument("--tsm-budget", type=float, default=5.0,
+                    help="seconds one torch._scaled_mm call may take; above, it is timed on a sub-block")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -102,7 +125,8 @@ def main():
           f"MMAEMU_CPU_SIMD={os.environ.get('MMAEMU_CPU_SIMD', 'auto')}, {_C.cpu_simd_choice()}")
     print(f"best of {repeat} for every timed call; bf16 output, scales 1; reference on a "
           f"{args.ref_rows} x {args.ref_cols} x K sub-block (single-threaded, as it always runs), "
-          f"hopper modes only\n")
+          f"hopper modes only; torch._scaled_mm on the sub-block its cell names where one call on "
+          f"the whole shape would exceed {args.tsm_budget:g} s\n")
     print("GMAC/s (10^9 multiply-adds per second) unless a ratio\n")
     print("| M x N x K | mode | fp32 matmul | torch._scaled_mm | mmaemu cpu | cpu / _scaled_mm | "
           "cpu / fp32 matmul | reference (sub-block) | cpu / reference |")
@@ -119,7 +143,8 @@ def main():
         sub_macs = xs.shape[0] * ws.shape[0] * K
         for label, preset, fast in modes:
             try:
-                torch_scaled_mm(x, w, fast)  # warm-up
+                tm, tn = tsm_sub_block(x, w, fast, args.tsm_budget)  # also its warm-up
+                xt, wt = x[:tm], w[:tn]
                 has_tsm = True
             except RuntimeError:  # a shape torch's CPU _scaled_mm refuses
                 has_tsm = False
@@ -127,16 +152,18 @@ def main():
             # fp32 matmul, torch._scaled_mm and the cpu backend in turn, in each of the rounds
             timed = [lambda: xf @ wf.t(), lambda: scaled_mm(x, w, preset, fast, "cpu")]
             if has_tsm:
-                timed.append(lambda: torch_scaled_mm(x, w, fast))
+                timed.append(lambda: torch_scaled_mm(xt, wt, fast))
             t_mm, t_cpu, *t_tsm = best_times(timed, repeat)
             gm_mm, gm_cpu = macs / t_mm / 1e9, macs / t_cpu / 1e9
-            gm_tsm = macs / t_tsm[0] / 1e9 if has_tsm else None
+            gm_tsm = tm * tn * K / t_tsm[0] / 1e9 if has_tsm else None
             if preset == "hopper":
                 gm_ref = sub_macs / best_time(lambda: scaled_mm(xs, ws, preset, fast, "reference"), repeat) / 1e9
                 ref_cols = f"{gm_ref:.4f} | {gm_cpu / gm_ref:.0f}x"
             else:
                 ref_cols = "- | -"
             tsm, ratio = (f"{gm_tsm:.3g}", f"{gm_cpu / gm_tsm:.2f}x") if gm_tsm else ("-", "-")
+            if has_tsm and (tm, tn) != (M, N):
+                tsm += f" (on {tm} x {tn} x {K})"
             print(f"| {M} x {N} x {K} | {label} | {gm_mm:.3g} | {tsm} | {gm_cpu:.3g} | {ratio} | "
                   f"{gm_cpu / gm_mm:.2f} | {ref_cols} |", flush=True)
             if args.epilogues and preset == "hopper":

@@ -158,7 +158,7 @@ static void decode_b_panel(const mm_gemm* g, const mm_cpu_lut* t, int64_t j0, in
                            int64_t k0, int64_t k1, int32_t* panel, uint8_t* col_special) {
     const int64_t len = k1 - k0, stride = MM_CPU_PANEL_STRIDE(w);
     const uint8_t* src[64];
-    uint8_t pos[64]; /* column c's byte in the byte planes */
+    uint8_t pos[64] = {0}; /* column c's byte in the byte planes */
     int real = 0; /* columns j0 .. j0 + real - 1 exist */
     for (int c = 0; c < w; c++) {
         pos[c] = (uint8_t)mm_cpu_byte_pos(c, w, order);

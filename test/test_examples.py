@@ -59,3 +59,29 @@ def test_cpu_benchmark_quick_mode():
     assert len(rows) == 3 and rows[0].startswith("| 1 x 256 x 512 |"), out
     for row in rows:
         assert "| - |" not in row, row
+
+
+def test_cpu_benchmark_times_a_slow_scaled_mm_on_a_sub_block():
+    """A torch._scaled_mm call predicted to exceed --tsm-budget is timed on a sub-block, and its
+    cell names that sub-block (budget 0: every shape; the first probe, 1 row x 64 columns).
+    The default budget times the whole shape, as test_cpu_benchmark_runs_as_a_script's cells."""
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "cpu.py"), "--shapes", "32x256x128",
+                        "--modes", "hopper", "--repeat", "1", "--tsm-budget", "0"], cwd=ROOT / "benchmarks",
+                       capture_output=True, text=True, timeout=600)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    rows = [line for line in out.splitlines() if line.startswith("| 32 x 256 x 128 |")]
+    assert len(rows) == 2, out
+    for row in rows:
+        cells = [c.strip() for c in row.split("|")]
+        assert cells[4].endswith("(on 1 x 64 x 128)"), row
+        assert float(cells[4].split()[0]) > 0 and cells[6].endswith("x"), row
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("bench_cpu", ROOT / "benchmarks" / "cpu.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    import torch
+    x = torch.zeros(8, 128).to(torch.float8_e4m3fn)
+    w = torch.zeros(96, 128).to(torch.float8_e4m3fn)
+    assert bench.tsm_sub_block(x, w, True, 60.0) == (8, 96)
+    assert bench.tsm_sub_block(x, w, True, 0.0) == (1, 64)
