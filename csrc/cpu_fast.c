@@ -537,6 +537,20 @@ static void store_tile(const mm_cpu_job* job, int64_t rt, int64_t j0, const floa
     }
 }
 
+/* Asks for the cache lines of the tile's outputs (rows rt.., columns j0..) with intent to write,
+ * before the tile's k loop: store_tile then writes to lines already fetched, where a store
+ * that missed waited for its line (the outputs of a large GEMM are in no cache). */
+static void prefetch_out(const mm_cpu_job* job, int64_t rt, int64_t j0) {
+    const mm_gemm* g = job->g;
+    const int size = mm_out_size(g->out_kind), w = job->kern->w;
+    const int64_t cols = j0 + w < g->N ? w : g->N - j0;
+    for (int r = 0; r < job->kern->mr && job->row0 + rt + r < g->M; r++) {
+        const char* row = (const char*)g->out + ((job->row0 + rt + r) * g->ldo + j0) * size;
+        for (int64_t b = 0; b < cols * size; b += 64) __builtin_prefetch(row + b, 1, 3);
+        __builtin_prefetch(row + cols * size - 1, 1, 3);
+    }
+}
+
 /* One segment [ks, ke) of the tile at row rt, panel p of the pass: each split's piece in the
  * segment continues that split's state, a split that ends in it joins the reduction, and the
  * last segment stores the outputs. */
@@ -605,6 +619,7 @@ static void* worker(void* arg) {
                 tile_segment(job, rt, p, panel, acc);
                 continue;
             }
+            prefetch_out(job, rt, j0);
             tile_dot(job, job->a + rt * MM_CPU_A_WORDS * g->K, panel, acc, part, red);
             store_tile(job, rt, j0, acc, col_special);
         }

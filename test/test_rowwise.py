@@ -229,11 +229,16 @@ def test_host_fmaf_is_exact(tmp_path):
     (tmp_path / "in.bin").write_bytes(cases.tobytes())
     subprocess.run([str(exe), str(tmp_path / "in.bin"), str(tmp_path / "out.bin")], check=True,
                    timeout=120)
-    res = np.frombuffer((tmp_path / "out.bin").read_bytes(), dtype=np.uint32).reshape(-1, 2)
+    res = np.frombuffer((tmp_path / "out.bin").read_bytes(), dtype=np.uint32).reshape(-1, 4)
     ours, libm = res[:, 0], res[:, 1]
     nan = lambda u: (u & 0x7FFFFFFF) > 0x7F800000  # noqa: E731
     same = (ours == libm) | (nan(ours) & nan(libm))
     assert same.all(), f"{(~same).sum()} of {len(cases)} differ from libm's fmaf"
+    # The tensor-wise epilogue's host shortcut, mm_alpha_times(a, b), is mm_fmaf(a, b, +0) bit for
+    # bit (-0 products, subnormal and overflowing ones, Inf and NaN among the cases).
+    alpha, fma0 = res[:, 2], res[:, 3]
+    same0 = (alpha == fma0) | (nan(alpha) & nan(fma0))
+    assert same0.all(), f"{(~same0).sum()} of {len(cases)}: mm_alpha_times differs from mm_fmaf(a, b, +0)"
     # An exact check independent of libm: every near-tie case and specials, a random sample.
     n_rand = 200_000
     pick = list(range(n_rand, len(cases))) + list(range(0, n_rand, 97))

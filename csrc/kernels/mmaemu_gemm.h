@@ -258,7 +258,15 @@ MMAEMU_HD float mm_fmaf(float a, float b, float c) {
  * one that underflows keeps its sign. cuBLASLt's D = alpha * acc + beta * C with beta = 0:
  * validated on RTX 4060 recordings (test/test_hw_mini.py); inferred for the H100 (the same
  * cuBLASLt epilogue). */
-MMAEMU_HD float mm_alpha_times(float alpha, float acc) { return mm_fmaf(alpha, acc, 0.0f); }
+MMAEMU_HD float mm_alpha_times(float alpha, float acc) {
+#if defined(__CUDA_ARCH__)
+    return mm_fmaf(alpha, acc, 0.0f);
+#else
+    /* mm_fmaf with c = +0, without its rounding-error bookkeeping (none arises): the product is
+     * exact in double, + 0.0 turns an exact -0 into +0, the conversion rounds once. */
+    return (float)((double)alpha * (double)acc + 0.0);
+#endif
+}
 
 /* acc times the scales in the plan's order (H1: alpha = fp32(sa * sb) first). */
 MMAEMU_HD float mm_scaled(float acc, const mm_gemm* g) {
