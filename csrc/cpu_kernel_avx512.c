@@ -183,17 +183,6 @@ MM_AVX512_INLINE void fix_lanes(__m512i c[MR][NV], __m512i S[MR][NV], __m512i (*
         for (int v = 0; v < NV; v++) c[r][v] = cc[r][v];
 }
 
-/* The exponent fields of a row's four C vectors (C's bits 23..30) as one byte vector in the
- * panel's byte order: vector v's lane l at byte v of word l. Shifts and bitwise selects. */
-MM_AVX512_INLINE __m512i fields_u8(const __m512i c[NV]) {
-    /* (x & m) | y in one vpternlogd: 0xF0 & 0xAA | 0xCC */
-    enum { SELECT_OR = 0xEC };
-    __m512i u = _mm512_and_si512(_mm512_srli_epi32(c[0], 23), _mm512_set1_epi32(0xFF));
-    u = _mm512_ternarylogic_epi32(_mm512_srli_epi32(c[1], 15), u, _mm512_set1_epi32(0xFF00), SELECT_OR);
-    u = _mm512_ternarylogic_epi32(_mm512_srli_epi32(c[2], 7), u, _mm512_set1_epi32(0xFF0000), SELECT_OR);
-    return _mm512_ternarylogic_epi32(_mm512_slli_epi32(c[3], 1), u, _mm512_set1_epi32((int32_t)0xFF000000u), SELECT_OR);
-}
-
 /* The exponent C brings to the block maximum, 16 lanes: its exponent field (c_field) - 127.
  * C is +-0 (field 0: -127, below MM_CPU_E_FLOOR, so it raises nothing, as mm_cpu_c_exponent's
  * value for it) or an earlier block result, at least 2^(-28 - frac) >= 2^-58 (cpu_fast.h):
@@ -203,6 +192,17 @@ MM_AVX512_INLINE __m512i c_field(__m512i cb) {
 }
 MM_AVX512_INLINE __m512i c_exponent(__m512i cb) {
     return _mm512_sub_epi32(c_field(cb), _mm512_set1_epi32(127));
+}
+
+/* The exponent fields (c_field) of a row's four C vectors as one byte vector in the panel's
+ * byte order: vector v's lane l at byte v of word l. Shifts and bitwise selects. */
+MM_AVX512_INLINE __m512i fields_u8(const __m512i c[NV]) {
+    /* (x & m) | y in one vpternlogd: 0xF0 & 0xAA | 0xCC */
+    enum { SELECT_OR = 0xEC };
+    __m512i u = c_field(c[0]);
+    u = _mm512_ternarylogic_epi32(_mm512_srli_epi32(c[1], 15), u, _mm512_set1_epi32(0xFF00), SELECT_OR);
+    u = _mm512_ternarylogic_epi32(_mm512_srli_epi32(c[2], 7), u, _mm512_set1_epi32(0xFF0000), SELECT_OR);
+    return _mm512_ternarylogic_epi32(_mm512_slli_epi32(c[3], 1), u, _mm512_set1_epi32((int32_t)0xFF000000u), SELECT_OR);
 }
 
 /* Pass 2 over k in [k_begin, k_end) of a block: S += trunc((a * b) * 2^-grid), the scaling
