@@ -76,14 +76,14 @@ static int plan_is_narrow(const mm_gemm* g) {
 
 /* The AVX-512 kernel's FMA form keeps a block's running sum in an fp32 of [2^23, 2^24) units
  * (cpu_kernel_avx512.c): every partial sum of C's term and the products' floors (each at most one
- * unit below the cut toward zero) must stay within 2^22 units, and the truncation count fits its
- * int8 lanes. hopper and ada: 32 * 28 801 + 2^14 < 2^20. */
+ * unit below the cut toward zero) must stay within 2^22 units, and a block's sign bits fit one
+ * sign word (cpu_fast.h). hopper and ada: 32 * 28 801 + 2^14 < 2^20. */
 static int plan_fits_rz(const mm_gemm* g) {
     const mm_preset* q = &g->preset;
     const int sh0 = q->frac - fmt_man_bits(g->fmt_a) - fmt_man_bits(g->fmt_b);
     const int64_t pmax = (int64_t)fmt_max_sig(g->fmt_a) * fmt_max_sig(g->fmt_b);
     const int64_t term = sh0 >= 0 ? pmax << sh0 : pmax;
-    return !q->c_late && q->frac <= MM_CPU_RZ_FRAC_MAX && q->block <= 127 &&
+    return !q->c_late && q->frac <= MM_CPU_RZ_FRAC_MAX && q->block <= MM_CPU_SIGN_SPAN &&
            (int64_t)q->block * (term + 1) + ((int64_t)1 << (q->frac + 1)) <= ((int64_t)1 << 22);
 }
 
@@ -102,26 +102,28 @@ static int plan_fits_split(const mm_gemm* g) {
 
 typedef struct {
     int32_t e[256];
-    int32_t low[256]; /* the low byte (cpu_fast.h, mm_cpu_low) */
+    uint8_t pos[256], neg[256]; /* a positive, a negative value (the sign words) */
     float v[256];
     uint8_t special[256]; /* NaN or Inf */
 } mm_cpu_lut;
 
-/* Every code's decoded form; the value is m * 2^(lsb - bias), exact in fp32; e_code: the
- * kernel's exponent bytes (cpu_fast.h, MM_CPU_E_CODED). */
-static void lut_make(mm_cpu_lut* t, int fmt, int bias, int e_code) {
+/* Every code's decoded form; the value is m * 2^(lsb - bias), exact in fp32, times
+ * (1 + 2^-MM_CPU_RZ_ENLARGE) when enlarge is set (cpu_fast.h); e_code: the kernel's exponent
+ * bytes (cpu_fast.h, MM_CPU_E_CODED). */
+static void lut_make(mm_cpu_lut* t, int fmt, int bias, int e_code, int enlarge) {
+    const float grow = 1.0f + mm_bits_f32((uint32_t)(127 - MM_CPU_RZ_ENLARGE) << 23);
     for (int code = 0; code < 256; code++) {
         const mm_fp8 d = mm_decode_fp8((uint8_t)code, fmt);
         t->special[code] = d.cls == MM_CLS_NAN || d.cls == MM_CLS_INF;
         const int finite = d.cls == MM_CLS_FINITE;
-        int low = d.lsb;
-        for (int m = d.m; finite && !(m & 1); m >>= 1) low++;
-        t->low[code] = mm_cpu_low(finite, d.sign, low);
+        t->pos[code] = (uint8_t)(finite && !d.sign);
+        t->neg[code] = (uint8_t)(finite && d.sign);
         if (!finite) {
             t->e[code] = e_code == MM_CPU_E_CODED ? 0 : MM_CPU_ZERO_EXP;
             t->v[code] = 0.0f;
         } else {
-            const float mag = (float)d.m * mm_bits_f32((uint32_t)(127 + d.lsb - bias) << 23);
+            float mag = (float)d.m * mm_bits_f32((uint32_t)(127 + d.lsb - bias) << 23);
+            if (enlarge) mag = mag * grow; /* exact: 4 significant bits times 1 + 2^-23 */
             t->e[code] = e_code == MM_CPU_E_CODED ? d.e + MM_CPU_E_CODE_OFFSET : d.e;
             t->v[code] = d.sign ? -mag : mag;
         }
@@ -129,19 +131,22 @@ static void lut_make(mm_cpu_lut* t, int fmt, int bias, int e_code) {
 }
 
 /* Rows [0, m_pad) of A over k in [k0, k1), row i at out + i * MM_CPU_A_WORDS * (k1 - k0) (rows
- * from M on are zeros); row_special[i] |= a NaN/Inf code in that range of row i. */
+ * from M on are zeros); row_special[i] |= a NaN/Inf code in that range of row i. Each record's
+ * sign window (cpu_fast.h) is built from the end of the row backwards. */
 static void decode_a(const mm_gemm* g, const mm_cpu_lut* t, int64_t m_pad, int64_t k0, int64_t k1,
                      int32_t* out, uint8_t* row_special) {
     const int64_t len = k1 - k0;
     for (int64_t i = 0; i < m_pad; i++) {
         int32_t* row = out + i * MM_CPU_A_WORDS * len;
         uint8_t special = 0;
+        uint32_t window = 0;
         const uint8_t* src = i < g->M ? g->a + i * g->lda + k0 : NULL;
-        for (int64_t k = 0; k < len; k++) {
+        for (int64_t k = len - 1; k >= 0; k--) {
             const int code = src ? src[k] : 0; /* code 0 is +0 in both formats */
             int32_t* rec = row + MM_CPU_A_WORDS * k;
+            window = ((window << 1) & 0xFFFEFFFEu) | t->pos[code] | (uint32_t)t->neg[code] << 16;
             rec[0] = mm_cpu_a_word(t->e[code]);
-            rec[MM_CPU_A_LOW] = mm_cpu_a_word(t->low[code]);
+            rec[MM_CPU_A_SGN] = (int32_t)window;
             rec[MM_CPU_A_V] = (int32_t)mm_f32_bits(t->v[code]);
             special |= t->special[code];
         }
@@ -149,16 +154,45 @@ static void decode_a(const mm_gemm* g, const mm_cpu_lut* t, int64_t m_pad, int64
     }
 }
 
+/* A decoded B panel of w columns over len k: its records (cpu_fast.h), and after them, where the
+ * job's kernel reads them, its sign groups. One allocation. */
+typedef struct {
+    int32_t* rec;
+    uint32_t* sign; /* or NULL */
+} mm_cpu_panel;
+
+static int64_t sign_words(int64_t len, int w) {
+    return (len + MM_CPU_SIGN_SPAN - 1) / MM_CPU_SIGN_SPAN * MM_CPU_SIGN_GROUP_WORDS(w);
+}
+
+/* A panel's words; and the most k whose panel fits `words` (a bound, w a multiple of 16: whole
+ * sign groups plus one). */
+static int64_t panel_words(int64_t len, int w, int signs) {
+    return MM_CPU_PANEL_STRIDE(w) * len + (signs ? sign_words(len, w) : 0);
+}
+static int64_t panel_k_within(int64_t words, int w, int signs) {
+    const int64_t per_k = MM_CPU_PANEL_STRIDE(w) + (signs ? MM_CPU_SIGN_GROUP_WORDS(w) / MM_CPU_SIGN_SPAN : 0);
+    return (words - MM_CPU_SIGN_SPAN * per_k) / per_k;
+}
+
+static int panel_alloc(mm_cpu_panel* pn, int64_t len, int w, int signs) {
+    if (len < 1) len = 1;
+    pn->rec = malloc(sizeof(int32_t) * (size_t)panel_words(len, w, signs));
+    pn->sign = pn->rec && signs ? (uint32_t*)(void*)(pn->rec + MM_CPU_PANEL_STRIDE(w) * len) : NULL;
+    return pn->rec != NULL;
+}
+
 /* Columns [j0, j0 + w) of B over k in [k0, k1) as a panel, its record 0 at k0 (columns from N
- * on are zeros); col_special[c] = column j0 + c holds NaN/Inf in that range. Written record by
- * record (k outer), so the stores are sequential: column by column, every store of a column
- * landed in a different cache line of the panel, and decoding cost more than the kernel at
- * small M (measured on Zen 4). */
+ * on are zeros), with the sign groups where pn has room for them; col_special[c] =
+ * column j0 + c holds NaN/Inf in that range. Written record by record (k outer), so the stores
+ * are sequential: column by column, every store of a column landed in a different cache line of
+ * the panel, and decoding cost more than the kernel at small M (measured on Zen 4). */
 static void decode_b_panel(const mm_gemm* g, const mm_cpu_lut* t, int64_t j0, int w, int order,
-                           int64_t k0, int64_t k1, int32_t* panel, uint8_t* col_special) {
+                           int64_t k0, int64_t k1, const mm_cpu_panel* pn, uint8_t* col_special) {
+    int32_t* panel = pn->rec;
     const int64_t len = k1 - k0, stride = MM_CPU_PANEL_STRIDE(w);
     const uint8_t* src[64];
-    uint8_t pos[64] = {0}; /* column c's byte in the byte planes */
+    uint8_t pos[64] = {0}; /* column c's byte in the exponent plane */
     int real = 0; /* columns j0 .. j0 + real - 1 exist */
     for (int c = 0; c < w; c++) {
         pos[c] = (uint8_t)mm_cpu_byte_pos(c, w, order);
@@ -168,20 +202,24 @@ static void decode_b_panel(const mm_gemm* g, const mm_cpu_lut* t, int64_t j0, in
             real = c + 1;
         }
     }
+    if (pn->sign) memset(pn->sign, 0, sizeof(uint32_t) * (size_t)sign_words(len, w));
     for (int64_t k = 0; k < len; k++) {
         mm_cpu_i8* pe = (mm_cpu_i8*)(void*)(panel + k * stride);
-        mm_cpu_i8* pl = (mm_cpu_i8*)(void*)(panel + k * stride + MM_CPU_PANEL_LOW(w));
         mm_cpu_f32* pv = mm_cpu_values(panel + k * stride + MM_CPU_PANEL_V(w));
+        const int bit = (int)(k % MM_CPU_SIGN_SPAN);
+        uint32_t* group = pn->sign ? pn->sign + k / MM_CPU_SIGN_SPAN * MM_CPU_SIGN_GROUP_WORDS(w) : NULL;
         for (int c = 0; c < real; c++) {
             const uint8_t code = src[c][k];
             pe[pos[c]] = (int8_t)t->e[code];
-            pl[pos[c]] = (int8_t)t->low[code];
             pv[c] = t->v[code];
             col_special[c] |= t->special[code];
+            if (group) {
+                group[c] |= (uint32_t)t->pos[code] << bit;
+                group[w + c] |= (uint32_t)t->neg[code] << bit;
+            }
         }
         for (int c = real; c < w; c++) { /* code 0: +0 */
             pe[pos[c]] = (int8_t)t->e[0];
-            pl[pos[c]] = (int8_t)t->low[0];
             pv[c] = 0.0f;
         }
     }
@@ -242,9 +280,27 @@ static double now_seconds(void) {
 
 /* Synthetic operands, decoded as a GEMM's are: E4M3 normals of mixed signs with exponents in
  * [-4, 6], so no lane takes the rare exact-composition path and the time is the hot loops'. */
-static void probe_operands(const mm_cpu_kernel* k, int32_t* a, int32_t* panel) {
+typedef struct {
+    int32_t* a;
+    mm_cpu_panel panel;
+    mm_cpu_operands o;
+} mm_cpu_probe_set;
+
+static void probe_free(mm_cpu_probe_set* ps) {
+    free(ps->a);
+    free(ps->panel.rec);
+}
+
+/* The operands of one tile of k's kind (hopper's FMA form where it has one); 0 if out of memory. */
+static int probe_operands(const mm_cpu_kernel* k, mm_cpu_probe_set* ps) {
+    memset(ps, 0, sizeof *ps);
     uint8_t* codes = malloc((size_t)(k->mr > k->w ? k->mr : k->w) * MM_CPU_PROBE_K);
-    if (!codes) return;
+    ps->a = malloc(sizeof(int32_t) * (size_t)(MM_CPU_A_WORDS * k->mr * MM_CPU_PROBE_K));
+    if (!codes || !ps->a || !panel_alloc(&ps->panel, MM_CPU_PROBE_K, k->w, k->rz_signs)) {
+        free(codes);
+        probe_free(ps);
+        return 0;
+    }
     mm_cpu_lut lut;
     mm_gemm g;
     uint8_t special[64];
@@ -256,15 +312,17 @@ static void probe_operands(const mm_cpu_kernel* k, int32_t* a, int32_t* panel) {
     for (int r = 0; r < k->mr; r++)
         for (int64_t kk = 0; kk < MM_CPU_PROBE_K; kk++)
             codes[r * MM_CPU_PROBE_K + kk] = (uint8_t)(((kk * 7 + r) % 9 + 3) << 3 | (kk % 8) | (kk & 1 ? 0x80 : 0));
-    lut_make(&lut, MM_FMT_E4M3, k->a_bias, k->e_code);
+    lut_make(&lut, MM_FMT_E4M3, k->a_bias, k->e_code, k->rz_signs);
     memset(special, 0, sizeof special);
-    decode_a(&g, &lut, k->mr, 0, MM_CPU_PROBE_K, a, special);
+    decode_a(&g, &lut, k->mr, 0, MM_CPU_PROBE_K, ps->a, special);
     for (int c = 0; c < k->w; c++)
         for (int64_t kk = 0; kk < MM_CPU_PROBE_K; kk++)
             codes[c * MM_CPU_PROBE_K + kk] = (uint8_t)(((kk * 5 + c) % 11 + 3) << 3 | (c % 8) | (c & 1 ? 0 : 0x80));
-    lut_make(&lut, MM_FMT_E4M3, 0, k->e_code);
-    decode_b_panel(&g, &lut, 0, k->w, k->byte_order, 0, MM_CPU_PROBE_K, panel, special);
+    lut_make(&lut, MM_FMT_E4M3, 0, k->e_code, 0);
+    decode_b_panel(&g, &lut, 0, k->w, k->byte_order, 0, MM_CPU_PROBE_K, &ps->panel, special);
     free(codes);
+    ps->o = (mm_cpu_operands){ps->a, MM_CPU_A_WORDS * MM_CPU_PROBE_K, ps->panel.rec, ps->panel.sign};
+    return 1;
 }
 
 static void simd_probe(void) {
@@ -278,18 +336,14 @@ static void simd_probe(void) {
     plan.fast = 1;
     plan.rz = 1;
     plan.keep_mask = ~((1u << 10) - 1u);
-    int32_t* a[MM_CPU_NSIMD] = {0};
-    int32_t* panel[MM_CPU_NSIMD] = {0};
+    mm_cpu_probe_set set[MM_CPU_NSIMD];
     float acc[4096];
     double best[MM_CPU_NSIMD];
     for (int i = 0; i < MM_CPU_NSIMD; i++) {
         const mm_cpu_kernel* k = simd_kernels[i];
         best[i] = 0.0;
-        if (!kernel_named(k->name) || k->mr * k->w > 4096) continue;
-        a[i] = malloc(sizeof(int32_t) * (size_t)(MM_CPU_A_WORDS * k->mr * MM_CPU_PROBE_K));
-        panel[i] = malloc(sizeof(int32_t) * (size_t)(MM_CPU_PANEL_STRIDE(k->w) * MM_CPU_PROBE_K));
-        if (!a[i] || !panel[i]) continue;
-        probe_operands(k, a[i], panel[i]);
+        memset(&set[i], 0, sizeof set[i]);
+        if (!kernel_named(k->name) || k->mr * k->w > 4096 || !probe_operands(k, &set[i])) continue;
         best[i] = 1e30;
     }
     /* Rounds alternate the kernels, so a busy moment of the machine slows all of them; the
@@ -299,8 +353,7 @@ static void simd_probe(void) {
             if (best[i] == 0.0) continue;
             const mm_cpu_kernel* k = simd_kernels[i];
             const double t0 = now_seconds();
-            for (int rep = 0; rep < 8; rep++)
-                k->tile(&plan, a[i], MM_CPU_A_WORDS * MM_CPU_PROBE_K, panel[i], 0, MM_CPU_PROBE_K, acc, 0);
+            for (int rep = 0; rep < 8; rep++) k->tile(&plan, &set[i].o, 0, MM_CPU_PROBE_K, acc, 0);
             const double t = now_seconds() - t0;
             if (t < best[i]) best[i] = t;
         }
@@ -316,8 +369,7 @@ static void simd_probe(void) {
                             any ? "," : "", k->name, simd_rate[i] * 1e-9, k->mr, k->w);
             any = 1;
         }
-        free(a[i]);
-        free(panel[i]);
+        probe_free(&set[i]);
     }
     if (!any)
         snprintf(simd_choice_text, sizeof simd_choice_text, "auto: portable (no AVX2 or AVX-512 kernel on this CPU)");
@@ -378,6 +430,7 @@ typedef struct {
     mm_cpu_plan plan;
     const mm_cpu_kernel* kern;
     mm_cpu_tile_fn tile;     /* kern->tile, kern->tile_split, or the wide kernel's */
+    int signs;               /* tile is kern->tile in its FMA form: A enlarged, sign words */
     mm_cpu_lut lut_b;
     const int32_t* a;        /* decoded rows [row0, row0 + rows), k in [ks, ke) */
     const uint8_t* row_special;
@@ -440,11 +493,11 @@ static void reduce_result(int32_t scheme, int32_t splits, const float* red, floa
  * slice's sequence and is added into the slice's fp32 main accumulator: mm_rr_slice_acc's
  * steps. The partials are reduced as mm_rr_dot does (serial, or the recorded pairwise order).
  * red: 32 slots of n floats (pairwise partials in slots 0..S-1 <= 5, chain 30, main 31). */
-static void tile_dot_round_robin(const mm_cpu_job* job, const int32_t* a, const int32_t* panel,
+static void tile_dot_round_robin(const mm_cpu_job* job, const mm_cpu_operands* o,
                                  float* acc, float* part, float* red) {
     const mm_gemm* g = job->g;
     const int n = job->kern->mr * job->kern->w;
-    const int64_t as = MM_CPU_A_WORDS * g->K, T = g->preset.split_rr_tile, S = g->splits;
+    const int64_t T = g->preset.split_rr_tile, S = g->splits;
     const int fast = job->plan.fast;
     const int64_t interval = fast ? ((int64_t)1 << 62) : (int64_t)g->preset.promote_k;
     mm_cpu_plan chain_plan = job->plan;
@@ -460,7 +513,7 @@ static void tile_dot_round_robin(const mm_cpu_job* job, const int32_t* a, const 
             for (int64_t k = k0; k < k1;) {
                 const int64_t room = interval - pos % interval;
                 const int64_t end = k1 - k < room ? k1 : k + room;
-                job->tile(&chain_plan, a, as, panel, k, end, chain, open);
+                job->tile(&chain_plan, o, k, end, chain, open);
                 open = 1;
                 pos += end - k;
                 k = end;
@@ -481,24 +534,23 @@ static void tile_dot_round_robin(const mm_cpu_job* job, const int32_t* a, const 
 
 /* The reduced accumulators of one tile (mm_dot over the splits) into acc; red: 31 slots of n
  * floats for the split reduction. */
-static void tile_dot(const mm_cpu_job* job, const int32_t* a, const int32_t* panel, float* acc,
+static void tile_dot(const mm_cpu_job* job, const mm_cpu_operands* o, float* acc,
                      float* part, float* red) {
     const mm_gemm* g = job->g;
     const int n = job->kern->mr * job->kern->w;
-    const int64_t as = MM_CPU_A_WORDS * g->K;
     if (g->splits <= 1) {
-        job->tile(&job->plan, a, as, panel, 0, g->K, acc, 0);
+        job->tile(&job->plan, o, 0, g->K, acc, 0);
         return;
     }
     if (g->preset.split_rr_tile > 0) {
-        tile_dot_round_robin(job, a, panel, acc, part, red);
+        tile_dot_round_robin(job, o, acc, part, red);
         return;
     }
     const int64_t chunk = mm_split_chunk(g->K, g->splits);
     for (int32_t s = 0; s < g->splits; s++) {
         const int64_t k0 = s * chunk < g->K ? s * chunk : g->K;
         const int64_t k1 = k0 + chunk < g->K ? k0 + chunk : g->K;
-        if (k1 > k0) job->tile(&job->plan, a, as, panel, k0, k1, part, 0);
+        if (k1 > k0) job->tile(&job->plan, o, k0, k1, part, 0);
         else for (int i = 0; i < n; i++) part[i] = 0.0f;
         reduce_push(g->scheme, s, part, red, n);
     }
@@ -554,13 +606,13 @@ static void prefetch_out(const mm_cpu_job* job, int64_t rt, int64_t j0) {
 /* One segment [ks, ke) of the tile at row rt, panel p of the pass: each split's piece in the
  * segment continues that split's state, a split that ends in it joins the reduction, and the
  * last segment stores the outputs. */
-static void tile_segment(const mm_cpu_job* job, int64_t rt, int64_t p, const int32_t* panel,
+static void tile_segment(const mm_cpu_job* job, int64_t rt, int64_t p, const mm_cpu_operands* o,
                          float* acc) {
     const mm_gemm* g = job->g;
     const int mr = job->kern->mr, w = job->kern->w, n = mr * w;
     const int32_t splits = g->splits > 1 ? g->splits : 1;
     const int64_t chunk = mm_split_chunk(g->K, splits), tile_index = rt / mr * job->panels + p;
-    const int64_t ks = job->ks, ke = job->ke, as = MM_CPU_A_WORDS * (ke - ks);
+    const int64_t ks = job->ks, ke = job->ke;
     float* state = job->state + tile_index * n;
     float* red = job->red ? job->red + tile_index * job->nred * n : NULL;
     int32_t s = (int32_t)(ks / chunk);
@@ -568,7 +620,7 @@ static void tile_segment(const mm_cpu_job* job, int64_t rt, int64_t p, const int
         const int64_t k0 = s * chunk, k1 = k0 + chunk < g->K ? k0 + chunk : g->K;
         const int split_ends = k1 <= ke;
         const int64_t p0 = k0 > ks ? k0 : ks, p1 = split_ends ? k1 : ke;
-        job->tile(&job->plan, job->a + rt * as, as, panel, p0 - ks, p1 - ks, state, p0 > k0);
+        job->tile(&job->plan, o, p0 - ks, p1 - ks, state, p0 > k0);
         if (split_ends && splits > 1) reduce_push(g->scheme, s, state, red, n);
     }
     if (!job->last) return;
@@ -591,12 +643,13 @@ static void* worker(void* arg) {
     fesetenv(&job->fenv);
     const mm_gemm* g = job->g;
     const int mr = job->kern->mr, w = job->kern->w, n = mr * w;
-    const int64_t klen = job->ke - job->ks;
-    int32_t* panel = malloc(sizeof(int32_t) * (size_t)(MM_CPU_PANEL_STRIDE(w) * (klen > 0 ? klen : 1)));
+    const int64_t klen = job->ke - job->ks, as = MM_CPU_A_WORDS * klen;
+    mm_cpu_panel panel;
+    const int have = panel_alloc(&panel, klen, w, job->signs);
     float* scratch = malloc(sizeof(float) * (size_t)(34 * n));
     uint8_t col_special[64];
-    if (!panel || !scratch) { /* the other threads take this one's share */
-        free(panel);
+    if (!have || !scratch) { /* the other threads take this one's share */
+        if (have) free(panel.rec);
         free(scratch);
         return NULL;
     }
@@ -609,22 +662,23 @@ static void* worker(void* arg) {
         const int64_t p = item / job->chunks, ci = item % job->chunks;
         const int64_t j0 = (job->panel0 + p) * w;
         if (p != have_panel) {
-            decode_b_panel(g, &job->lut_b, j0, w, job->kern->byte_order, job->ks, job->ke, panel, col_special);
+            decode_b_panel(g, &job->lut_b, j0, w, job->kern->byte_order, job->ks, job->ke, &panel, col_special);
             have_panel = p;
         }
         const int64_t r0 = ci * job->chunk_rows;
         const int64_t r1 = r0 + job->chunk_rows < job->rows ? r0 + job->chunk_rows : job->rows;
         for (int64_t rt = r0; rt < r1; rt += mr) {
+            const mm_cpu_operands o = {job->a + rt * as, as, panel.rec, panel.sign};
             if (job->state) {
-                tile_segment(job, rt, p, panel, acc);
+                tile_segment(job, rt, p, &o, acc);
                 continue;
             }
             prefetch_out(job, rt, j0);
-            tile_dot(job, job->a + rt * MM_CPU_A_WORDS * g->K, panel, acc, part, red);
+            tile_dot(job, &o, acc, part, red);
             store_tile(job, rt, j0, acc, col_special);
         }
     }
-    free(panel);
+    free(panel.rec);
     free(scratch);
     atomic_fetch_add(&job->finished, 1);
     return NULL;
@@ -659,13 +713,13 @@ static int run_pass(mm_cpu_job* job, int threads) {
     return atomic_load(&job->finished) == 0 ? MM_ERR_NO_MEMORY : MM_OK;
 }
 
-/* Decoded A rows at a time: at most 32 MiB (8 bytes per element). */
+/* Decoded A rows at a time: at most 32 MiB (12 bytes per element). */
 #ifndef MM_CPU_A_BUDGET
 #define MM_CPU_A_BUDGET ((int64_t)32 << 20)
 #endif
-/* Largest decoded B panel per thread (4 * MM_CPU_PANEL_STRIDE(w) bytes per k). A K whose
- * panel (or mr rows of A) exceeds a budget (above 10 922 k for AVX-512, 43 690 for the other
- * kernels) is streamed in segments of MM_CPU_STREAM_CHUNK k instead of decoded whole, so memory
+/* Largest decoded B panel per thread (panel_words). A K whose panel (or mr rows of A) exceeds
+ * a budget (above 12 481 k for the AVX-512 FMA form, 13 107 for its split form, 52 428 for the
+ * other kernels) is streamed in segments of MM_CPU_STREAM_CHUNK k instead of decoded whole, so memory
  * stays bounded. 4 MiB rather than more: measured on 2-core Zen 3 (AVX2), a whole-K panel
  * beyond L2 ran slower than streaming (256 x 256 x 65 536: 12.2 vs 15.3 GMAC/s). The
  * budgets (and the two below) may be set at build time: tests shrink them to run the streaming
@@ -804,8 +858,9 @@ static int gemm_cpu(const mm_gemm* g, int threads) {
         job->kern = &mm_cpu_kernel_wide;
         job->tile = mm_cpu_kernel_wide.tile;
     }
+    job->signs = job->kern->rz_signs && job->tile == job->kern->tile && job->plan.rz;
     const int mr = job->kern->mr, w = job->kern->w;
-    const int whole = (int64_t)4 * MM_CPU_PANEL_STRIDE(w) * g->K <= MM_CPU_PANEL_BUDGET &&
+    const int whole = (int64_t)4 * panel_words(g->K, w, job->signs) <= MM_CPU_PANEL_BUDGET &&
                       (int64_t)4 * MM_CPU_A_WORDS * mr * g->K <= MM_CPU_A_BUDGET;
     /* The round-robin split layout runs on whole-K tiles (tile_dot_round_robin); a K too long
      * for the decode budgets with it is computed by the reference (no streamed form yet). */
@@ -817,20 +872,20 @@ static int gemm_cpu(const mm_gemm* g, int threads) {
      * interval boundary (its chain restarts there); a segment holds at least one. */
     const int64_t unit = job->plan.fast ? g->preset.block : (int64_t)g->preset.promote_k;
     int64_t kc = MM_CPU_STREAM_CHUNK; /* within both budgets, whole units */
-    if (kc > MM_CPU_PANEL_BUDGET / (4 * MM_CPU_PANEL_STRIDE(w))) kc = MM_CPU_PANEL_BUDGET / (4 * MM_CPU_PANEL_STRIDE(w));
+    if (kc > panel_k_within(MM_CPU_PANEL_BUDGET / 4, w, job->signs)) kc = panel_k_within(MM_CPU_PANEL_BUDGET / 4, w, job->signs);
     if (kc > MM_CPU_A_BUDGET / (4 * MM_CPU_A_WORDS * mr)) kc = MM_CPU_A_BUDGET / (4 * MM_CPU_A_WORDS * mr);
     kc = kc / unit * unit;
     if (kc < unit) kc = unit;
-    if (!whole && ((int64_t)4 * MM_CPU_PANEL_STRIDE(w) * kc > MM_CPU_PANEL_BUDGET ||
+    if (!whole && ((int64_t)4 * panel_words(kc, w, job->signs) > MM_CPU_PANEL_BUDGET ||
                    (int64_t)4 * MM_CPU_A_WORDS * mr * kc > MM_CPU_A_BUDGET)) {
-        /* Without fast accumulation, a promotion interval beyond the budgets (above 10 922 k;
+        /* Without fast accumulation, a promotion interval beyond the budgets (above 12 481 k;
          * no known preset): the reference, in the operands' memory. */
         free(job);
         return mmaemu_gemm_reference(g);
     }
     mm_cpu_lut lut_a;
-    lut_make(&lut_a, g->fmt_a, job->kern->a_bias, job->kern->e_code);
-    lut_make(&job->lut_b, g->fmt_b, 0, job->kern->e_code);
+    lut_make(&lut_a, g->fmt_a, job->kern->a_bias, job->kern->e_code, job->signs);
+    lut_make(&job->lut_b, g->fmt_b, 0, job->kern->e_code, 0);
     if (threads < 1) threads = 1;
     /* Small problems are not worth a thread start (tens of microseconds). */
     if ((double)g->M * (double)g->N * (double)(g->K + 1) < (double)(1 << 18)) threads = 1;

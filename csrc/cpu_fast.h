@@ -14,21 +14,21 @@
  * is exact in fp32 (significands of at most 4 bits), scaling by a power of two is exact while
  * the result stays normal, and a result below 2^-126 is below 1, where trunc gives 0 however it
  * was rounded. fp32 -> int32 conversion truncates toward zero, the model's cut. (The AVX-512
- * narrow form gets the same S from floors and a count of the negative terms floor cuts one
- * unit lower: cpu_kernel_avx512.c.)
+ * FMA form gets the same S from floors of slightly enlarged products and the number of negative
+ * products: cpu_kernel_avx512.c and MM_CPU_RZ_ENLARGE below.)
  *
  * Decoded element (both operands): e = the alignment exponent (mm_fp8.e), or MM_CPU_ZERO_EXP
  * for a zero (and for NaN/Inf, whose outputs the driver recomputes with the reference); v = the
- * FP8 value as fp32 (0 for zero, NaN and Inf); low = the exponent of the value's lowest set bit
- * with its sign, one byte (mm_cpu_low), which the AVX-512 kernel's truncation
- * count reads (cpu_kernel_avx512.c).
+ * FP8 value as fp32 (0 for zero, NaN and Inf); its sign and whether it is zero, as bits of sign
+ * words (MM_CPU_A_SGN, the panel's sign groups), which the AVX-512 FMA form reads.
  *
  * Layouts. A (broadcast operand): row i, element k: MM_CPU_A_WORDS int32 words at
  * a[i * a_stride + MM_CPU_A_WORDS * k]: e as int8 in all four bytes (a 32-bit broadcast gives
- * int8 lanes; mm_cpu_a_exp reads it; the AVX-512 kernel's coded form: MM_CPU_E_CODED), low in
- * all four bytes, v (fp32 bits). B panel of W columns, one record of MM_CPU_PANEL_STRIDE(W)
- * int32 words per k: W int8 exponents, W low bytes, then W fp32 values (MM_CPU_PANEL_LOW,
- * MM_CPU_PANEL_V); the two byte planes in the kernel's byte order (mm_cpu_byte_pos). */
+ * int8 lanes; mm_cpu_a_exp reads it; the AVX-512 kernel's coded form: MM_CPU_E_CODED), the sign
+ * window (MM_CPU_A_SGN), v (fp32 bits). B panel of W columns, one record of
+ * MM_CPU_PANEL_STRIDE(W) int32 words per k: W int8 exponents (in the kernel's byte order,
+ * mm_cpu_byte_pos), then W fp32 values (MM_CPU_PANEL_V). Beside them, for the kernels that read
+ * them (mm_cpu_operands): sign words (mm_cpu_a_signs, mm_cpu_sign_group). */
 #ifndef MMAEMU_CPU_FAST_H
 #define MMAEMU_CPU_FAST_H
 
@@ -67,28 +67,39 @@ static inline const mm_cpu_f32* mm_cpu_cvalues(const int32_t* words) {
     return (const mm_cpu_f32*)(const void*)words;
 }
 
-/* int32 words per k of a decoded A row, and where its low byte and value sit. */
+/* int32 words per k of a decoded A row, and where its sign window and value sit. */
 #define MM_CPU_A_WORDS 3
-#define MM_CPU_A_LOW 1
+#define MM_CPU_A_SGN 1
 #define MM_CPU_A_V 2
 
-/* An A word holding one byte in all four bytes (e, low). */
+/* An A word holding one byte in all four bytes (e). */
 static inline int32_t mm_cpu_a_word(int32_t byte) { return (int32_t)(((uint32_t)byte & 0xFFu) * 0x01010101u); }
 
 /* The exponent in an A word (its low byte). */
 static inline int32_t mm_cpu_a_exp(int32_t word) { return (int32_t)(int8_t)(uint8_t)(word & 0xFF); }
 
-/* The low bytes: for the AVX-512 kernel's count of negative products that its floor cuts one
- * unit below the model's cut toward zero. With l = (exponent of the lowest set bit of |x|)
- * + MM_CPU_LOW_OFFSET in [0, 31] (E4M3 and E5M2 values have it in [-16, 15]), a non-zero x is
- * l (x > 0) or l - 128 (x < 0), a zero is 63. Their int8 sum, wrapping, is la + lb + 32 - 128 in
- * [-128, -66] exactly when the product is negative and non-zero, and at least -65 otherwise
- * (positive: [0, 62]; a zero factor: [-65, -34] or [63, 126]). So "the product is negative and
- * not a multiple of 2^grid", i.e. la + lb < grid (a product's lowest set bit is the sum of its
- * factors'), is the signed byte compare sum < min(max(grid + 32, 0), 63) - 128. */
-#define MM_CPU_LOW_OFFSET 16
-static inline int32_t mm_cpu_low(int nonzero, int negative, int low) {
-    return nonzero ? low + MM_CPU_LOW_OFFSET - (negative ? 128 : 0) : 63;
+/* The sign words of the AVX-512 FMA form, one bit per k: bit i of a positive word is set when
+ * element k0 + i is positive (not zero), of a negative word when it is negative. So the number
+ * of negative products of a block at k0 is popcount((P_a & N_b) | (N_a & P_b)).
+ *  - A: an A row's record k holds the window of the 16 elements from k (fewer at the row's
+ *    end): positive bits in bits 0..15, negative in 16..31. Any block start, any block of at
+ *    most 32 (two windows) reads its words from it.
+ *  - B: a panel's group j covers its records [32 j, 32 j + 32): w positive words (column c's
+ *    at c) then w negative words (mm_cpu_operands.bsign). */
+#define MM_CPU_SIGN_SPAN 32
+#define MM_CPU_SIGN_GROUP_WORDS(w) (2 * (w))
+static inline const uint32_t* mm_cpu_sign_group(const uint32_t* bsign, int64_t j, int w) {
+    return bsign + j * MM_CPU_SIGN_GROUP_WORDS(w);
+}
+
+/* An A row's positive and negative words for the block of n <= 32 elements whose first record
+ * is rec (bits from n on cleared): its window, and the next window's for n > 16. */
+static inline void mm_cpu_a_signs(const int32_t* rec, int n, uint32_t* pos, uint32_t* neg) {
+    const uint32_t w0 = (uint32_t)rec[MM_CPU_A_SGN];
+    const uint32_t w1 = n > 16 ? (uint32_t)rec[MM_CPU_A_WORDS * 16 + MM_CPU_A_SGN] : 0u;
+    const uint32_t mask = n >= 32 ? 0xFFFFFFFFu : (1u << n) - 1u;
+    *pos = ((w0 & 0xFFFFu) | w1 << 16) & mask;
+    *neg = (w0 >> 16 | (w1 & 0xFFFF0000u)) & mask;
 }
 
 /* The grid exponents (grid = E - frac) for which the kernels' fast composition (exponent
@@ -105,16 +116,28 @@ static inline int32_t mm_cpu_low(int nonzero, int negative, int low) {
 #define MM_CPU_GRID_MAX_SPLIT 88
 #endif
 
-/* int32 words per k in a B panel of w columns (w a multiple of 4), and the word offsets of its
- * low bytes and values within a record. */
-#define MM_CPU_PANEL_STRIDE(w) ((w) / 2 + (w))
-#define MM_CPU_PANEL_LOW(w) ((w) / 4)
-#define MM_CPU_PANEL_V(w) ((w) / 2)
+/* int32 words per k in a B panel of w columns (w a multiple of 4), and the word offset of its
+ * values within a record. */
+#define MM_CPU_PANEL_STRIDE(w) ((w) / 4 + (w))
+#define MM_CPU_PANEL_V(w) ((w) / 4)
 
 /* The largest frac of the AVX-512 kernel's FMA form (mm_cpu_plan.rz), which keeps M and T normal
  * and tells which ends of the composition's exact range a block can leave (cpu_kernel_avx512.c).
  * C's term alone reaches 2^(frac + 1) units, so the 2^22 bound on the running sums implies it. */
 #define MM_CPU_RZ_FRAC_MAX 21
+
+/* The FMA form's enlarged products: A's values are decoded times (1 + 2^-MM_CPU_RZ_ENLARGE)
+ * (exact: at most 4 significant bits become 24), so each product p = x * 2^e (x its integer
+ * significand, below 2^8) becomes p' = p + p * 2^-23, moved away from zero by less than 2^e. In
+ * units of the grid, where every term is below 2^22 (plan_fits_rz):
+ *  - a positive p keeps its floor: on the grid (n units), p' gains n * 2^-23 < 1; off it, p and
+ *    the grid's multiples are all multiples of 2^e, so p' cannot reach the next multiple;
+ *  - a negative p's floor is one below its cut toward zero, on the grid or not (on it, p' is
+ *    below p; off it, floor already was).
+ * So the floors of the p' of a block sum to the model's sum minus the number of negative
+ * products, which does not depend on the grid: the kernel counts it from sign bits once per
+ * block. */
+#define MM_CPU_RZ_ENLARGE 23
 
 /* What the block arithmetic needs, precomputed once per GEMM. */
 typedef struct {
@@ -129,16 +152,26 @@ typedef struct {
     uint32_t keep_mask;
 } mm_cpu_plan;
 
-/* A tile kernel: the split accumulators of MR rows x W columns over k in [k0, k1).
- * a: the MR decoded rows (row r at a + r * a_stride); b: the decoded B panel;
- * acc: MR x W floats, row r at acc + r * W.
+/* A tile kernel's operands. a: the MR decoded rows (row r at a + r * as); b: the decoded B
+ * panel (its record 0 at b); bsign: the panel's sign groups (mm_cpu_sign_group) where the
+ * kernel's FMA form runs (mm_cpu_kernel.rz_signs and mm_cpu_plan.rz), else NULL. Pointers and k
+ * are counted from the decoded range's first k. */
+typedef struct {
+    const int32_t* a;
+    int64_t as;
+    const int32_t* b;
+    const uint32_t* bsign;
+} mm_cpu_operands;
+
+/* A tile kernel: the split accumulators of MR rows x W columns over k in [k0, k1) of the
+ * operands o; acc: MR x W floats, row r at acc + r * W.
  * resume = 0: the split starts at k0 (C = +0, promotion accumulator +0). resume = 1: acc holds
  * the state an earlier call over the same split left there, to continue from (fast: the
  * chain's C; otherwise the promotion accumulator); the caller puts k0 on a block boundary
  * (fast) or a promotion-interval boundary (otherwise), counted from the split's origin. This
  * lets the driver stream a long K in segments. */
-typedef void (*mm_cpu_tile_fn)(const mm_cpu_plan* p, const int32_t* a, int64_t a_stride,
-                               const int32_t* b, int64_t k0, int64_t k1, float* acc, int resume);
+typedef void (*mm_cpu_tile_fn)(const mm_cpu_plan* p, const mm_cpu_operands* o, int64_t k0, int64_t k1,
+                               float* acc, int resume);
 
 typedef struct {
     const char* name;
@@ -148,9 +181,12 @@ typedef struct {
     int a_bias;               /* A's decoded values are v * 2^-a_bias (0 or MM_CPU_A_BIAS) */
     int e_code;               /* the exponent bytes it reads: MM_CPU_E_SIGNED or MM_CPU_E_CODED */
     int byte_order;           /* its panels' byte planes: MM_CPU_BYTES_PLAIN or MM_CPU_BYTES_WORDS */
+    /* 1: its narrow tile runs the FMA form when mm_cpu_plan.rz: A's values enlarged
+     * (MM_CPU_RZ_ENLARGE), A's sign windows and the panel's sign groups (mm_cpu_sign_group) */
+    int rz_signs;
 } mm_cpu_kernel;
 
-/* Where column c of a panel w wide sits in its exponent and low-byte planes. PLAIN: byte c.
+/* Where column c of a panel w wide sits in its exponent plane. PLAIN: byte c.
  * WORDS (the AVX-512 kernel): its fp32 vector v holds columns [v w/4, (v + 1) w/4), and column
  * v w/4 + l sits at byte v of 32-bit word l, so that a shift and a mask give a vector's bytes
  * as 32-bit lanes, and four vectors' bytes pack into one byte vector, without a shuffle

@@ -235,18 +235,18 @@ MM_AVX2_INLINE void tile_impl(const mm_cpu_plan* p, const int32_t* a, int64_t as
         for (int v = 0; v < NV; v++) _mm256_storeu_ps(acc + r * W + v * VL, main_acc[r][v]);
 }
 
-MM_AVX2 static void tile(const mm_cpu_plan* p, const int32_t* a, int64_t as, const int32_t* b,
-                         int64_t k0, int64_t k1, float* acc, int resume) {
-    tile_impl(p, a, as, b, k0, k1, acc, resume, 0);
+MM_AVX2 static void tile(const mm_cpu_plan* p, const mm_cpu_operands* o, int64_t k0, int64_t k1, float* acc,
+                         int resume) {
+    tile_impl(p, o->a, o->as, o->b, k0, k1, acc, resume, 0);
 }
 
-MM_AVX2 static void tile_split(const mm_cpu_plan* p, const int32_t* a, int64_t as,
-                               const int32_t* b, int64_t k0, int64_t k1, float* acc, int resume) {
-    tile_impl(p, a, as, b, k0, k1, acc, resume, 1);
+MM_AVX2 static void tile_split(const mm_cpu_plan* p, const mm_cpu_operands* o, int64_t k0, int64_t k1,
+                               float* acc, int resume) {
+    tile_impl(p, o->a, o->as, o->b, k0, k1, acc, resume, 1);
 }
 
-const mm_cpu_kernel mm_cpu_kernel_avx2 = {"avx2", MR, W, tile, tile_split, MM_CPU_A_BIAS, MM_CPU_E_SIGNED, MM_CPU_BYTES_PLAIN};
+const mm_cpu_kernel mm_cpu_kernel_avx2 = {"avx2", MR, W, tile, tile_split, MM_CPU_A_BIAS, MM_CPU_E_SIGNED, MM_CPU_BYTES_PLAIN, 0};
 
 #else
-const mm_cpu_kernel mm_cpu_kernel_avx2 = {"avx2", 1, 1, 0, 0, 0, MM_CPU_E_SIGNED, MM_CPU_BYTES_PLAIN};
+const mm_cpu_kernel mm_cpu_kernel_avx2 = {"avx2", 1, 1, 0, 0, 0, MM_CPU_E_SIGNED, MM_CPU_BYTES_PLAIN, 0};
 #endif

@@ -9,20 +9,24 @@
  * The narrow form of hopper and ada (mm_cpu_plan.rz) sums a block with one FMA per product:
  *   T = M + trunc(C * 2^-grid) units, M = 1.5 * 2^(23 + grid) (grid: the block's grid, here in
  *       the biased units of A's values), so T is an fp32 in [2^23, 2^24) units of 2^grid;
- *   T = fma(a, b, T) rounded toward zero (embedded rounding, no MXCSR change) for each k:
- *       T + a*b is positive, so the rounding is floor: T gains floor(a*b / 2^grid) exactly
- *       while the running sum stays within 2^22 units (the driver's bound, plan_fits_rz);
- *   S = (T - M) / unit + n, n = the number of negative products that are not a multiple of
- *       2^grid: there floor is one below the model's cut toward zero. n is counted in int8
- *       lanes from the low bytes of the decoded operands (cpu_fast.h, mm_cpu_low).
+ *   T = fma(a', b, T) rounded toward zero (embedded rounding, no MXCSR change) for each k,
+ *       with a' = a * (1 + 2^-23) as decoded (cpu_fast.h, MM_CPU_RZ_ENLARGE): T + a'*b is
+ *       positive, so the rounding is floor, and T gains floor(a'*b / 2^grid) exactly while the
+ *       running sum stays within 2^22 units (the driver's bound, plan_fits_rz): the model's cut
+ *       toward zero of a*b for a positive product, one unit below it for a negative one;
+ *   S = (T - M) / unit + n, n = the block's number of negative products, counted once per
+ *       block from sign words (one bit per k: popcount((A+ & B-) | (A- & B+)), negatives).
  * S is then mm_block's exact sum. The block result S * 2^grid is formed in floating point, an
  * integer add and one FMA, both exact (rz_block), and cut to its keep bits. Per 16 products: one
- * FMA and 0.75 int8 ops (an add, a compare into a mask, a masked add on 64 lanes), where the
- * multiply form (pass2) takes a multiply, an exponent add, a conversion and an add.
+ * FMA; per 16 outputs and block: an and, a ternary logic op and a popcount, where the multiply
+ * form (pass2) takes per 16 products a multiply, an exponent add, a conversion and an add.
  *
  * Built with -DMMAEMU_EMULATE_AVX512, the same source compiles against SIMDe's portable
  * implementation of the intrinsics (header-only, e.g. Debian's libsimde-dev), so that its
  * logic is checked bit for bit on CPUs without AVX-512 (test/test_cpu_backend.py). */
+#include <pthread.h>
+#include <stdlib.h>
+
 #include "cpu_fast.h"
 
 #if defined(MMAEMU_EMULATE_AVX512)
@@ -83,22 +87,30 @@ static inline __m512i mm_emu_cvtepu8_epi32(__m128i x) {
 #define _MM_FROUND_NO_EXC SIMDE_MM_FROUND_NO_EXC
 #endif
 #define MM_AVX512
+#define MM_AVX512_POPCNT
 #define MM_AVX512_INLINE static inline
 #define MM_HAVE_AVX512_KERNEL 1
+/* Both counts run (MMAEMU_EMULATE_NIBBLES picks the table's), so a test build checks each. */
+static int mm_avx512_has_popcnt(void) { return getenv("MMAEMU_EMULATE_NIBBLES") == NULL; }
 #elif (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
 #include <immintrin.h>
 #define MM_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
+#define MM_AVX512_POPCNT __attribute__((target("avx512f,avx512bw,avx512vl,avx512vpopcntdq")))
 #define MM_AVX512_INLINE __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) static inline
 #define MM_HAVE_AVX512_KERNEL 1
+static int mm_avx512_has_popcnt(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512vpopcntdq");
+}
 #endif
 
 #if defined(MM_HAVE_AVX512_KERNEL)
 
-/* 4 rows x 64 columns: one 512-bit int8 vector per row in pass 1 and in the truncation count,
- * four fp32 vectors per row in the sums. Against 4 x 32 (one 256-bit int8 vector), each A value
- * read from memory serves twice the products and the count takes half the instructions: 0.87x
- * to 0.91x of the time per product in a stand-alone loop of the block's operations on Zen 4
- * (benchmarks/results/cpu.md). */
+/* 4 rows x 64 columns: one 512-bit int8 vector per row in pass 1, four fp32 vectors per row in
+ * the sums. Against 4 x 32 (one 256-bit int8 vector), each A value read from memory serves
+ * twice the products and pass 1 takes half the instructions (then with an int8 truncation count
+ * per k: 0.87x to 0.91x of the time per product in a stand-alone loop of the block's operations
+ * on Zen 4, benchmarks/results/cpu.md). */
 enum { MR = 4, NV = 4, VL = 16, W = NV * VL, STRIDE = MM_CPU_PANEL_STRIDE(W) };
 
 /* Byte v of every 32-bit lane of x as int32 lanes: in the panel's byte order (cpu_fast.h,
@@ -258,33 +270,100 @@ MM_AVX512_INLINE __mmask16 narrow_compose(__m512i* c, __m512i S, __m512i grid, _
     return nz & (_mm512_cmpgt_epi32_mask(grid_lo, grid) | _mm512_cmpgt_epi32_mask(grid, grid_hi));
 }
 
+/* ---- the number of negative products of a block (cpu_fast.h, MM_CPU_RZ_ENLARGE) ---- */
+
+/* Column words of the panel's sign groups for the block of n k from record kb: the positive
+ * (half 0) or negative (half 1) words of fp32 vector v's columns, shifted so bit i is k = kb + i.
+ * A block of a standard preset starts on a group (kb a multiple of 32, or 16 with ada's
+ * 16-k blocks inside one group); others take the next group's bits as well. */
+MM_AVX512_INLINE __m512i b_sign_words(const uint32_t* b, int64_t kb, int n, int half, int v) {
+    const int64_t j = kb / MM_CPU_SIGN_SPAN;
+    const int o = (int)(kb % MM_CPU_SIGN_SPAN);
+    __m512i x = _mm512_loadu_si512((const void*)(mm_cpu_sign_group(b, j, W) + half * W + v * VL));
+    if (o) {
+        x = _mm512_srl_epi32(x, _mm_cvtsi32_si128(o));
+        if (o + n > MM_CPU_SIGN_SPAN) {
+            const __m512i y = _mm512_loadu_si512((const void*)(mm_cpu_sign_group(b, j + 1, W) + half * W + v * VL));
+            x = _mm512_or_si512(x, _mm512_sll_epi32(y, _mm_cvtsi32_si128(MM_CPU_SIGN_SPAN - o)));
+        }
+    }
+    return x;
+}
+
+/* Per row and fp32 vector, the words whose set bits are the block's negative products:
+ * (A positive and B negative) or (A negative and B positive). */
+MM_AVX512_INLINE void negative_words(const int32_t* ak, int64_t as, const uint32_t* b, int64_t kb, int n,
+                                     __m512i t[MR][NV]) {
+    enum { OR_AND = 0xF8 }; /* x | (y & z) */
+    __m512i bp[NV], bn[NV];
+    for (int v = 0; v < NV; v++) {
+        bp[v] = b_sign_words(b, kb, n, 0, v);
+        bn[v] = b_sign_words(b, kb, n, 1, v);
+    }
+    for (int r = 0; r < MR; r++) {
+        uint32_t pos, neg;
+        mm_cpu_a_signs(ak + r * as, n, &pos, &neg);
+        const __m512i ap = _mm512_set1_epi32((int32_t)pos), an = _mm512_set1_epi32((int32_t)neg);
+        for (int v = 0; v < NV; v++)
+            t[r][v] = _mm512_ternarylogic_epi32(_mm512_and_si512(bn[v], ap), bp[v], an, OR_AND);
+    }
+}
+
+/* Their set bits counted, lane by lane: with VPOPCNTD where the CPU has it (Ice Lake, Zen 4 and
+ * later), else from a nibble table (Skylake-SP's AVX-512). Chosen once (negatives_init). */
+typedef void (*negatives_fn)(const int32_t* ak, int64_t as, const uint32_t* b, int64_t kb, int n,
+                             __m512i cnt[MR][NV]);
+
+MM_AVX512_INLINE __m512i popcount_nibbles(__m512i x) {
+    const __m512i table = _mm512_set4_epi32(0x04030302, 0x03020201, 0x03020201, 0x02010100);
+    const __m512i low = _mm512_set1_epi8(0x0F);
+    const __m512i c = _mm512_add_epi8(_mm512_shuffle_epi8(table, _mm512_and_si512(x, low)),
+                                      _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi32(x, 4), low)));
+    return _mm512_madd_epi16(_mm512_maddubs_epi16(c, _mm512_set1_epi8(1)), _mm512_set1_epi16(1));
+}
+
+MM_AVX512 __attribute__((noinline)) static void negatives_nibbles(const int32_t* ak, int64_t as, const uint32_t* b,
+                                                                  int64_t kb, int n, __m512i cnt[MR][NV]) {
+    negative_words(ak, as, b, kb, n, cnt);
+    for (int r = 0; r < MR; r++)
+        for (int v = 0; v < NV; v++) cnt[r][v] = popcount_nibbles(cnt[r][v]);
+}
+
+MM_AVX512_POPCNT __attribute__((noinline)) static void negatives_popcnt(const int32_t* ak, int64_t as, const uint32_t* b,
+                                                                        int64_t kb, int n, __m512i cnt[MR][NV]) {
+    negative_words(ak, as, b, kb, n, cnt);
+    for (int r = 0; r < MR; r++)
+        for (int v = 0; v < NV; v++) cnt[r][v] = _mm512_popcnt_epi32(cnt[r][v]);
+}
+
+static negatives_fn negatives;
+static pthread_once_t negatives_once = PTHREAD_ONCE_INIT;
+static void negatives_init(void) {
+    negatives = mm_avx512_has_popcnt() ? negatives_popcnt : negatives_nibbles;
+}
+
 /* One block of the narrow FMA form (file comment): the block result of C = c into c. E8: the
- * products' block maxima (pass 1, at least MM_CPU_E_FLOOR); pf, npf: the next block's A words
- * and the number of their lines (prefetch_a_line) to fetch. Not inlined: the caller's state
- * waits in memory, and the loop keeps its 16 sums, 4 thresholds and 4 counts in registers.
+ * products' block maxima (pass 1, at least MM_CPU_E_FLOOR); cnt: the block's negative products
+ * per output (negatives); pf, npf: the next block's A words and the number of their lines
+ * (prefetch_a_line) to fetch. Not inlined: the caller's state waits in memory, and the loop
+ * keeps its 16 sums in registers.
  * E (the block maximum with C's exponent) lies in [-90, 127] and frac is at most
  * MM_CPU_RZ_FRAC_MAX, so M = 1.5 * 2^(23 + E - frac - MM_CPU_A_BIAS) and T are normal and
  * finite; the constants below are those expressions with E's part added in the loops.
  * The setup and the composition are unrolled in full (GCC's pragma): rolled, gcc kept their
- * sums and thresholds on the stack; unrolled, whole GEMMs ran 1.03x to 1.10x faster than with
- * the rolled form before (same-minutes medians, ada's 16-k blocks the most;
- * benchmarks/results/cpu.md). */
+ * sums on the stack; unrolled, whole GEMMs ran 1.03x to 1.10x faster than with the rolled form
+ * before (same-minutes medians, ada's 16-k blocks the most; benchmarks/results/cpu.md). */
 MM_AVX512 __attribute__((noinline)) static void rz_block(const mm_cpu_plan* p, const int32_t* ak, int64_t as,
                                                         const int32_t* bk, int n, const uint8_t E8[MR][W],
-                                                        __m512i c[MR][NV], const int32_t* pf, int npf) {
+                                                        const __m512i cnt[MR][NV], __m512i c[MR][NV],
+                                                        const int32_t* pf, int npf) {
     /* In the setup, F = E + 127 (C's exponent field where C sets E), so the constants below
      * take E's 127 in. */
     const int32_t m_field = 23 - MM_CPU_A_BIAS - p->frac; /* M's exponent field - F */
     const __m512i v_madd = _mm512_set1_epi32((int32_t)(((uint32_t)m_field << 23) | 0x400000u));
     const __m512i v_sadd = _mm512_set1_epi32((int32_t)((uint32_t)(254 + p->frac) << 23)); /* 2^(frac - E) */
-    /* In bytes (F lies in [37, 254]): pass 1's code -> F, and the count's threshold
-     * min(F - 223 - frac, -65) saturated to int8, as F clamped to [95 + frac, 158 + frac]
-     * (within a byte: frac <= MM_CPU_RZ_FRAC_MAX) minus 223 + frac. */
-    const __m512i v_eoff = _mm512_set1_epi8((char)(127 - 2 * MM_CPU_E_CODE_OFFSET));
-    const __m512i v_tlo = _mm512_set1_epi8((char)(95 + p->frac)), v_thi = _mm512_set1_epi8((char)(158 + p->frac));
-    const __m512i v_toff = _mm512_set1_epi8((char)(-223 - p->frac));
+    const __m512i v_eoff = _mm512_set1_epi8((char)(127 - 2 * MM_CPU_E_CODE_OFFSET)); /* pass 1's code -> F */
     __m512 T[MR][NV];
-    __m512i thr[MR], cnt[MR];
     /* The largest F over the tile, checked once after the loop: a lane above the range the
      * composition below is exact in sends the tile to compose_fix, which checks each lane. (E is
      * at least MM_CPU_E_FLOOR, above that range's lower end unless a test build narrows it.) */
@@ -299,8 +378,6 @@ MM_AVX512 __attribute__((noinline)) static void rz_block(const mm_cpu_plan* p, c
         /* F = max(the products' E, C's exponent) + 127, four vectors' lanes in one byte vector */
         const __m512i f8 = _mm512_max_epu8(_mm512_add_epi8(_mm512_loadu_si512((const void*)E8[r]), v_eoff),
                                            fields_u8(c[r]));
-        thr[r] = _mm512_add_epi8(_mm512_min_epu8(_mm512_max_epu8(f8, v_tlo), v_thi), v_toff);
-        cnt[r] = _mm512_setzero_si512();
         f_max = _mm512_max_epu8(f_max, f8);
 #if MM_CPU_GRID_MIN + MM_CPU_RZ_FRAC_MAX >= MM_CPU_E_FLOOR
         f_min = _mm512_min_epu8(f_min, f8);
@@ -313,32 +390,27 @@ MM_AVX512 __attribute__((noinline)) static void rz_block(const mm_cpu_plan* p, c
             T[r][v] = _mm512_castsi512_ps(_mm512_add_epi32(_mm512_add_epi32(f23, v_madd), cterm));
         }
     }
-    const __m512i one8 = _mm512_set1_epi8(1);
     for (int i = n; i < npf; i++) prefetch_a_line(pf, as, i); /* more lines than k steps */
     for (int64_t k = 0; k < n; k++) {
         const int32_t* rec = bk + k * STRIDE;
         _mm_prefetch((const char*)(const void*)(rec + n * STRIDE), _MM_HINT_T0); /* the next pass 1's */
         if (k < npf) prefetch_a_line(pf, as, (int)k);
         const mm_cpu_f32* vb = mm_cpu_cvalues(rec + MM_CPU_PANEL_V(W));
-        const __m512i lb = _mm512_loadu_si512((const void*)(rec + MM_CPU_PANEL_LOW(W)));
         __m512 bv[NV];
         for (int v = 0; v < NV; v++) bv[v] = _mm512_loadu_ps(vb + v * VL);
         for (int r = 0; r < MR; r++) {
-            const int32_t* ar = ak + r * as + MM_CPU_A_WORDS * k;
-            const __m512 av = _mm512_set1_ps(mm_bits_f32((uint32_t)ar[MM_CPU_A_V]));
+            const __m512 av = _mm512_set1_ps(mm_bits_f32((uint32_t)ak[r * as + MM_CPU_A_WORDS * k + MM_CPU_A_V]));
             for (int v = 0; v < NV; v++)
                 T[r][v] = _mm512_fmadd_round_ps(av, bv[v], T[r][v], _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-            const __m512i sum = _mm512_add_epi8(_mm512_set1_epi32(ar[MM_CPU_A_LOW]), lb);
-            cnt[r] = _mm512_mask_add_epi8(cnt[r], _mm512_cmpgt_epi8_mask(thr[r], sum), cnt[r], one8); /* +1 where cut */
         }
     }
     /* The block result in floating point: T - M = (S - n) units of 2^(grid - MM_CPU_A_BIAS),
-     * so T + n (T's bits plus n: M + S stays in T's binade, as |S| < 2^22 units) minus M is S
-     * units, and (T + n) * 2^MM_CPU_A_BIAS - M * 2^MM_CPU_A_BIAS = S * 2^grid: one FMA whose
-     * exact result is representable while the grid is in range; rounded to nearest (named
-     * here, though the backend always runs in it), an exact zero is +0, as mm_cpu_compose
-     * gives. M (1.5 times T's power of two) comes from T's bits rather than kept through the
-     * loop. Then the keep bits, truncated. */
+     * n the negative products, so T + n (T's bits plus n: M + S stays in T's binade, as |S| <
+     * 2^22 units) minus M is S units, and (T + n) * 2^MM_CPU_A_BIAS - M * 2^MM_CPU_A_BIAS =
+     * S * 2^grid: one FMA whose exact result is representable while the grid is in range;
+     * rounded to nearest (named here, though the backend always runs in it), an exact zero is
+     * +0, as mm_cpu_compose gives. M (1.5 times T's power of two) comes from T's bits rather
+     * than kept through the loop. Then the keep bits, truncated. */
     const __m512i keep_mask = _mm512_set1_epi32((int32_t)p->keep_mask);
     const __m512 v_unbias = _mm512_castsi512_ps(_mm512_set1_epi32((127 + MM_CPU_A_BIAS) << 23));
     const __m512i v_expo = _mm512_set1_epi32((int32_t)0xFF800000u);
@@ -347,7 +419,7 @@ MM_AVX512 __attribute__((noinline)) static void rz_block(const mm_cpu_plan* p, c
     for (int r = 0; r < MR; r++) {
 #pragma GCC unroll 4
         for (int v = 0; v < NV; v++) {
-            const __m512i tb = _mm512_add_epi32(_mm512_castps_si512(T[r][v]), word_byte(cnt[r], v));
+            const __m512i tb = _mm512_add_epi32(_mm512_castps_si512(T[r][v]), cnt[r][v]);
             T[r][v] = _mm512_castsi512_ps(tb);
             const __m512 mb = _mm512_castsi512_ps(_mm512_add_epi32(_mm512_and_si512(tb, v_expo), v_mb));
             const __m512 sum = _mm512_fmsub_round_ps(_mm512_castsi512_ps(tb), v_unbias, mb,
@@ -394,8 +466,11 @@ MM_AVX512_INLINE __m512i compose_split(__m512i S, __m512i S2, __m512i grid, cons
     return _mm512_maskz_add_epi32(nz, fb, _mm512_slli_epi32(grid, 23));
 }
 
-MM_AVX512_INLINE void chain(const mm_cpu_plan* p, const int32_t* a, int64_t as, const int32_t* b,
-                            int64_t k0, int64_t k1, __m512i c[MR][NV], const int split) {
+/* The blocks over [k0, k1) of the tile, continuing from the C in c (mm_chain). */
+MM_AVX512_INLINE void chain(const mm_cpu_plan* p, const mm_cpu_operands* o, int64_t k0, int64_t k1,
+                            __m512i c[MR][NV], const int split) {
+    const int64_t as = o->as;
+    const int32_t *a = o->a, *b = o->b;
     const __m512i zero = _mm512_setzero_si512();
     const __m512i v_floor = _mm512_set1_epi32(MM_CPU_E_FLOOR);
     const __m512i v_scale = _mm512_set1_epi32(127 + p->frac);
@@ -414,8 +489,10 @@ MM_AVX512_INLINE void chain(const mm_cpu_plan* p, const int32_t* a, int64_t as, 
         uint8_t E8[MR][W];
         if (!split && p->rz) {
             const int nn = kb + n < k1 ? (int)(k1 - kb - n < p->block ? k1 - kb - n : p->block) : 0;
+            __m512i cnt[MR][NV];
             pass1(ak, as, bk, n, E8, ak, 0);
-            rz_block(p, ak, as, bk, n, E8, c, ak + MM_CPU_A_WORDS * n, MR * a_lines(nn));
+            negatives(ak, as, o->bsign, kb, n, cnt);
+            rz_block(p, ak, as, bk, n, E8, cnt, c, ak + MM_CPU_A_WORDS * n, MR * a_lines(nn));
             continue;
         }
         const int npf = kb + 2 * p->block < k1 ? MR * a_lines(p->block) : 0;
@@ -466,14 +543,14 @@ MM_AVX512_INLINE void chain(const mm_cpu_plan* p, const int32_t* a, int64_t as, 
     }
 }
 
-MM_AVX512_INLINE void tile_impl(const mm_cpu_plan* p, const int32_t* a, int64_t as,
-                                const int32_t* b, int64_t k0, int64_t k1, float* acc,
-                                const int resume, const int split) {
+/* mm_split_acc for the tile; resume: continue from the state in acc (cpu_fast.h). */
+MM_AVX512_INLINE void tile_impl(const mm_cpu_plan* p, const mm_cpu_operands* o, int64_t k0, int64_t k1,
+                                float* acc, const int resume, const int split) {
     __m512i c[MR][NV];
     if (p->fast) {
         for (int r = 0; r < MR; r++)
             for (int v = 0; v < NV; v++) c[r][v] = resume ? _mm512_loadu_si512(acc + r * W + v * VL) : _mm512_setzero_si512();
-        chain(p, a, as, b, k0, k1, c, split);
+        chain(p, o, k0, k1, c, split);
         for (int r = 0; r < MR; r++)
             for (int v = 0; v < NV; v++) _mm512_storeu_si512(acc + r * W + v * VL, c[r][v]);
         return;
@@ -485,7 +562,7 @@ MM_AVX512_INLINE void tile_impl(const mm_cpu_plan* p, const int32_t* a, int64_t 
     for (int64_t k = k0; k < k1; k += interval) {
         for (int r = 0; r < MR; r++) /* each promotion interval's chain starts from +0 */
             for (int v = 0; v < NV; v++) c[r][v] = _mm512_setzero_si512();
-        chain(p, a, as, b, k, k1 - k < interval ? k1 : k + interval, c, split);
+        chain(p, o, k, k1 - k < interval ? k1 : k + interval, c, split);
         for (int r = 0; r < MR; r++) /* the promotion: an IEEE fp32 add, round to nearest */
             for (int v = 0; v < NV; v++) main_acc[r][v] = _mm512_add_ps(main_acc[r][v], _mm512_castsi512_ps(c[r][v]));
     }
@@ -493,18 +570,19 @@ MM_AVX512_INLINE void tile_impl(const mm_cpu_plan* p, const int32_t* a, int64_t 
         for (int v = 0; v < NV; v++) _mm512_storeu_ps(acc + r * W + v * VL, main_acc[r][v]);
 }
 
-MM_AVX512 static void tile(const mm_cpu_plan* p, const int32_t* a, int64_t as, const int32_t* b,
-                           int64_t k0, int64_t k1, float* acc, int resume) {
-    tile_impl(p, a, as, b, k0, k1, acc, resume, 0);
+MM_AVX512 static void tile(const mm_cpu_plan* p, const mm_cpu_operands* o, int64_t k0, int64_t k1, float* acc,
+                           int resume) {
+    pthread_once(&negatives_once, negatives_init);
+    tile_impl(p, o, k0, k1, acc, resume, 0);
 }
 
-MM_AVX512 static void tile_split(const mm_cpu_plan* p, const int32_t* a, int64_t as,
-                                 const int32_t* b, int64_t k0, int64_t k1, float* acc, int resume) {
-    tile_impl(p, a, as, b, k0, k1, acc, resume, 1);
+MM_AVX512 static void tile_split(const mm_cpu_plan* p, const mm_cpu_operands* o, int64_t k0, int64_t k1,
+                                 float* acc, int resume) {
+    tile_impl(p, o, k0, k1, acc, resume, 1);
 }
 
-const mm_cpu_kernel mm_cpu_kernel_avx512 = {"avx512", MR, W, tile, tile_split, MM_CPU_A_BIAS, MM_CPU_E_CODED, MM_CPU_BYTES_WORDS};
+const mm_cpu_kernel mm_cpu_kernel_avx512 = {"avx512", MR, W, tile, tile_split, MM_CPU_A_BIAS, MM_CPU_E_CODED, MM_CPU_BYTES_WORDS, 1};
 
 #else
-const mm_cpu_kernel mm_cpu_kernel_avx512 = {"avx512", 1, 1, 0, 0, 0, MM_CPU_E_CODED, MM_CPU_BYTES_WORDS};
+const mm_cpu_kernel mm_cpu_kernel_avx512 = {"avx512", 1, 1, 0, 0, 0, MM_CPU_E_CODED, MM_CPU_BYTES_WORDS, 0};
 #endif

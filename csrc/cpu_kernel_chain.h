@@ -18,8 +18,10 @@ static void chain(const mm_cpu_plan* p, const int32_t* a, int64_t as, const int3
 }
 
 /* mm_split_acc for the tile; resume: continue from the state in acc (cpu_fast.h). */
-static void tile(const mm_cpu_plan* p, const int32_t* a, int64_t as, const int32_t* b,
-                 int64_t k0, int64_t k1, float* acc, int resume) {
+static void tile(const mm_cpu_plan* p, const mm_cpu_operands* o, int64_t k0, int64_t k1, float* acc,
+                 int resume) {
+    const int32_t *a = o->a, *b = o->b;
+    const int64_t as = o->as;
     uint32_t c[MR][W];
     if (p->fast) {
         for (int r = 0; r < MR; r++)

@@ -87,6 +87,11 @@ def main():
                     help="'1' (default: the user guide's statement that Evo 2's projections are "
                          "S = 1 on the H100) or 'auto' (the profile's tables decide)")
     args = ap.parse_args()
+    # The rest of the model runs on torch's own CPU kernels, whose results here depended on the
+    # thread count's first use: with 2 threads, 2 of 30 runs gave a different first-pass hash,
+    # with MMAEMU_BACKEND=reference as well (mmaemu's reference is single-threaded); with one
+    # thread, none of 16. One thread keeps the passes comparable.
+    torch.set_num_threads(1)
     splitk = "auto" if args.splitk == "auto" else int(args.splitk)
 
     t0 = time.perf_counter()

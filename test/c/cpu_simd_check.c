@@ -8,8 +8,8 @@
  * a random C rounding mode (which must change no bit) and with a row of A all +-0. Then every
  * pair of codes (both formats each side) as the second product of a block under a dominant first
  * product of several sizes and signs, alone and joined by the first block's result as C: each
- * product's cut toward zero at every grid offset and sign, which the AVX-512 kernel's
- * truncation count must match (pairs_check).
+ * product's cut toward zero at every grid offset and sign, which the AVX-512 kernel's floors of
+ * enlarged products and count of negative products must match (pairs_check).
  * Usage: cpu_simd_check [iterations] [seed]. Prints "<n> iterations, <f> failures; ...". */
 #define _GNU_SOURCE
 #include <stdio.h>
