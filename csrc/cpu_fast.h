@@ -152,19 +152,21 @@ typedef struct {
     uint32_t keep_mask;
 } mm_cpu_plan;
 
-/* A tile kernel's operands. a: the MR decoded rows (row r at a + r * as); b: the decoded B
- * panel (its record 0 at b); bsign: the panel's sign groups (mm_cpu_sign_group) where the
- * kernel's FMA form runs (mm_cpu_kernel.rz_signs and mm_cpu_plan.rz), else NULL. Pointers and k
- * are counted from the decoded range's first k. */
+/* A tile kernel's operands. a: the tile's decoded rows (row r at a + r * as), rows of them (a
+ * multiple of mm_cpu_kernel.row_step, at most its mr); b: the decoded B panel (its record 0 at
+ * b); bsign: the panel's sign groups (mm_cpu_sign_group) where the kernel's FMA form runs
+ * (mm_cpu_kernel.rz_signs and mm_cpu_plan.rz), else NULL. Pointers and k are counted from the
+ * decoded range's first k. */
 typedef struct {
     const int32_t* a;
     int64_t as;
+    int rows;
     const int32_t* b;
     const uint32_t* bsign;
 } mm_cpu_operands;
 
-/* A tile kernel: the split accumulators of MR rows x W columns over k in [k0, k1) of the
- * operands o; acc: MR x W floats, row r at acc + r * W.
+/* A tile kernel: the split accumulators of o->rows rows x W columns over k in [k0, k1) of the
+ * operands o; acc: rows x W floats, row r at acc + r * W.
  * resume = 0: the split starts at k0 (C = +0, promotion accumulator +0). resume = 1: acc holds
  * the state an earlier call over the same split left there, to continue from (fast: the
  * chain's C; otherwise the promotion accumulator); the caller puts k0 on a block boundary
@@ -175,7 +177,8 @@ typedef void (*mm_cpu_tile_fn)(const mm_cpu_plan* p, const mm_cpu_operands* o, i
 
 typedef struct {
     const char* name;
-    int mr, w;                /* tile rows, tile columns (the B panel width) */
+    int mr, w;                /* tile rows (at most), tile columns (the B panel width) */
+    int row_step;             /* a tile's rows are a multiple of it: M is padded to it */
     mm_cpu_tile_fn tile;      /* narrow presets: every |S| < 2^24 (hopper, ada) */
     mm_cpu_tile_fn tile_split; /* or NULL: two int32 half-block sums, each < 2^31 (b200) */
     int a_bias;               /* A's decoded values are v * 2^-a_bias (0 or MM_CPU_A_BIAS) */

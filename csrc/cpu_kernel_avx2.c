@@ -245,8 +245,8 @@ MM_AVX2 static void tile_split(const mm_cpu_plan* p, const mm_cpu_operands* o, i
     tile_impl(p, o->a, o->as, o->b, k0, k1, acc, resume, 1);
 }
 
-const mm_cpu_kernel mm_cpu_kernel_avx2 = {"avx2", MR, W, tile, tile_split, MM_CPU_A_BIAS, MM_CPU_E_SIGNED, MM_CPU_BYTES_PLAIN, 0};
+const mm_cpu_kernel mm_cpu_kernel_avx2 = {"avx2", MR, W, MR, tile, tile_split, MM_CPU_A_BIAS, MM_CPU_E_SIGNED, MM_CPU_BYTES_PLAIN, 0};
 
 #else
-const mm_cpu_kernel mm_cpu_kernel_avx2 = {"avx2", 1, 1, 0, 0, 0, MM_CPU_E_SIGNED, MM_CPU_BYTES_PLAIN, 0};
+const mm_cpu_kernel mm_cpu_kernel_avx2 = {"avx2", 1, 1, 1, 0, 0, 0, MM_CPU_E_SIGNED, MM_CPU_BYTES_PLAIN, 0};
 #endif

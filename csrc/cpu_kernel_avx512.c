@@ -112,6 +112,10 @@ static int mm_avx512_has_popcnt(void) {
  * per k: 0.87x to 0.91x of the time per product in a stand-alone loop of the block's operations
  * on Zen 4, benchmarks/results/cpu.md). */
 enum { MR = 4, NV = 4, VL = 16, W = NV * VL, STRIDE = MM_CPU_PANEL_STRIDE(W) };
+/* A tile: up to TR rows, in groups of MR that the FMA form runs block by block in turn
+ * (chain_rz): 1.02x to 1.11x against one group at a time on 512 x 5760 x 1920, 2048^3 and
+ * 4096 x 5760 x 1920 (same-minutes medians on the Intel Xeon of benchmarks/results/cpu.md). */
+enum { TR = 4 * MR };
 
 /* Byte v of every 32-bit lane of x as int32 lanes: in the panel's byte order (cpu_fast.h,
  * MM_CPU_BYTES_WORDS), the bytes of columns [16 v, 16 v + 16), lined up with fp32 vector v. A
@@ -487,14 +491,6 @@ MM_AVX512_INLINE void chain(const mm_cpu_plan* p, const mm_cpu_operands* o, int6
          * block's FMA loop, one per k step (1.02x to 1.09x against fetching the block after
          * next from pass 1, same-minutes medians on Zen 4); the others the block after next. */
         uint8_t E8[MR][W];
-        if (!split && p->rz) {
-            const int nn = kb + n < k1 ? (int)(k1 - kb - n < p->block ? k1 - kb - n : p->block) : 0;
-            __m512i cnt[MR][NV];
-            pass1(ak, as, bk, n, E8, ak, 0);
-            negatives(ak, as, o->bsign, kb, n, cnt);
-            rz_block(p, ak, as, bk, n, E8, cnt, c, ak + MM_CPU_A_WORDS * n, MR * a_lines(nn));
-            continue;
-        }
         const int npf = kb + 2 * p->block < k1 ? MR * a_lines(p->block) : 0;
         const int32_t* pf = ak + MM_CPU_A_WORDS * 2 * p->block;
         for (int i = n; i < npf; i++) prefetch_a_line(pf, as, i); /* more lines than k steps */
@@ -544,29 +540,64 @@ MM_AVX512_INLINE void chain(const mm_cpu_plan* p, const mm_cpu_operands* o, int6
 }
 
 /* mm_split_acc for the tile; resume: continue from the state in acc (cpu_fast.h). */
+/* The FMA form's blocks over [k0, k1) of the tile's groups of MR rows, taken in turn block by
+ * block: each group's block begins while the one before it finishes (its setup waits on its own
+ * C only), and the groups after the first find the block's panel records in L1. */
+MM_AVX512_INLINE void chain_rz(const mm_cpu_plan* p, const mm_cpu_operands* o, int64_t k0, int64_t k1,
+                               __m512i c[TR][NV]) {
+    const int64_t as = o->as;
+    for (int64_t kb = k0; kb < k1; kb += p->block) {
+        const int n = (int)(k1 - kb < p->block ? k1 - kb : p->block);
+        const int nn = kb + n < k1 ? (int)(k1 - kb - n < p->block ? k1 - kb - n : p->block) : 0;
+        const int32_t* bk = o->b + kb * STRIDE;
+        for (int i = 0; i < o->rows; i += MR) {
+            const int32_t* ak = o->a + i * as + MM_CPU_A_WORDS * kb;
+            uint8_t E8[MR][W];
+            __m512i cnt[MR][NV];
+            pass1(ak, as, bk, n, E8, ak, 0);
+            negatives(ak, as, o->bsign, kb, n, cnt);
+            rz_block(p, ak, as, bk, n, E8, cnt, c + i, ak + MM_CPU_A_WORDS * n, MR * a_lines(nn));
+        }
+    }
+}
+
+/* The chains of the tile's rows over [k0, k1): the FMA form's by chain_rz, the others' row
+ * group by row group. */
+MM_AVX512_INLINE void chains(const mm_cpu_plan* p, const mm_cpu_operands* o, int64_t k0, int64_t k1,
+                             __m512i c[TR][NV], const int split) {
+    if (!split && p->rz) {
+        chain_rz(p, o, k0, k1, c);
+        return;
+    }
+    for (int i = 0; i < o->rows; i += MR) {
+        const mm_cpu_operands rows = {o->a + i * o->as, o->as, MR, o->b, o->bsign};
+        chain(p, &rows, k0, k1, c + i, split);
+    }
+}
+
 MM_AVX512_INLINE void tile_impl(const mm_cpu_plan* p, const mm_cpu_operands* o, int64_t k0, int64_t k1,
                                 float* acc, const int resume, const int split) {
-    __m512i c[MR][NV];
+    __m512i c[TR][NV];
     if (p->fast) {
-        for (int r = 0; r < MR; r++)
+        for (int r = 0; r < o->rows; r++)
             for (int v = 0; v < NV; v++) c[r][v] = resume ? _mm512_loadu_si512(acc + r * W + v * VL) : _mm512_setzero_si512();
-        chain(p, o, k0, k1, c, split);
-        for (int r = 0; r < MR; r++)
+        chains(p, o, k0, k1, c, split);
+        for (int r = 0; r < o->rows; r++)
             for (int v = 0; v < NV; v++) _mm512_storeu_si512(acc + r * W + v * VL, c[r][v]);
         return;
     }
     const int64_t interval = p->promote_k;
-    __m512 main_acc[MR][NV];
-    for (int r = 0; r < MR; r++)
+    __m512 main_acc[TR][NV];
+    for (int r = 0; r < o->rows; r++)
         for (int v = 0; v < NV; v++) main_acc[r][v] = resume ? _mm512_loadu_ps(acc + r * W + v * VL) : _mm512_setzero_ps();
     for (int64_t k = k0; k < k1; k += interval) {
-        for (int r = 0; r < MR; r++) /* each promotion interval's chain starts from +0 */
+        for (int r = 0; r < o->rows; r++) /* each promotion interval's chain starts from +0 */
             for (int v = 0; v < NV; v++) c[r][v] = _mm512_setzero_si512();
-        chain(p, o, k, k1 - k < interval ? k1 : k + interval, c, split);
-        for (int r = 0; r < MR; r++) /* the promotion: an IEEE fp32 add, round to nearest */
+        chains(p, o, k, k1 - k < interval ? k1 : k + interval, c, split);
+        for (int r = 0; r < o->rows; r++) /* the promotion: an IEEE fp32 add, round to nearest */
             for (int v = 0; v < NV; v++) main_acc[r][v] = _mm512_add_ps(main_acc[r][v], _mm512_castsi512_ps(c[r][v]));
     }
-    for (int r = 0; r < MR; r++)
+    for (int r = 0; r < o->rows; r++)
         for (int v = 0; v < NV; v++) _mm512_storeu_ps(acc + r * W + v * VL, main_acc[r][v]);
 }
 
@@ -581,8 +612,8 @@ MM_AVX512 static void tile_split(const mm_cpu_plan* p, const mm_cpu_operands* o,
     tile_impl(p, o, k0, k1, acc, resume, 1);
 }
 
-const mm_cpu_kernel mm_cpu_kernel_avx512 = {"avx512", MR, W, tile, tile_split, MM_CPU_A_BIAS, MM_CPU_E_CODED, MM_CPU_BYTES_WORDS, 1};
+const mm_cpu_kernel mm_cpu_kernel_avx512 = {"avx512", TR, W, MR, tile, tile_split, MM_CPU_A_BIAS, MM_CPU_E_CODED, MM_CPU_BYTES_WORDS, 1};
 
 #else
-const mm_cpu_kernel mm_cpu_kernel_avx512 = {"avx512", 1, 1, 0, 0, 0, MM_CPU_E_CODED, MM_CPU_BYTES_WORDS, 0};
+const mm_cpu_kernel mm_cpu_kernel_avx512 = {"avx512", 1, 1, 1, 0, 0, 0, MM_CPU_E_CODED, MM_CPU_BYTES_WORDS, 0};
 #endif
