@@ -230,6 +230,8 @@ static void decode_b_panel(const mm_gemm* g, const mm_cpu_lut* t, int64_t j0, in
 static int cpu_has(const char* what) {
 #if defined(MMAEMU_EMULATE_AVX512) /* test builds that run the AVX-512 kernel on SIMDe */
     if (strcmp(what, "avx512") == 0) return 1;
+    /* both builds of it run: MMAEMU_EMULATE_NIBBLES takes the nibble table's */
+    if (strcmp(what, "avx512vpopcntdq") == 0) return getenv("MMAEMU_EMULATE_NIBBLES") == NULL;
 #endif
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
     __builtin_cpu_init();
@@ -237,6 +239,7 @@ static int cpu_has(const char* what) {
     if (strcmp(what, "avx512") == 0)
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                __builtin_cpu_supports("avx512vl");
+    if (strcmp(what, "avx512vpopcntdq") == 0) return __builtin_cpu_supports("avx512vpopcntdq");
 #endif
     (void)what;
     return 0;
@@ -247,7 +250,7 @@ static const mm_cpu_kernel* kernel_named(const char* name) {
     if (strcmp(name, "avx2") == 0 && cpu_has("avx2") && mm_cpu_kernel_avx2.tile)
         return &mm_cpu_kernel_avx2;
     if (strcmp(name, "avx512") == 0 && cpu_has("avx512") && mm_cpu_kernel_avx512.tile)
-        return &mm_cpu_kernel_avx512;
+        return cpu_has("avx512vpopcntdq") ? &mm_cpu_kernel_avx512 : &mm_cpu_kernel_avx512_nibbles;
     return NULL;
 }
 
@@ -266,8 +269,9 @@ const char* mmaemu_cpu_simd_paths(void) {
  * The CPU's feature flags do not decide: on Zen 4 (AVX-512 on 256-bit units) and on CPUs that
  * lower their clock for 512-bit work the wider kernel is not always the faster one. */
 enum { MM_CPU_PROBE_K = 1024, MM_CPU_PROBE_ROUNDS = 7 };
-static const mm_cpu_kernel* const simd_kernels[] = {&mm_cpu_kernel_avx512, &mm_cpu_kernel_avx2};
-enum { MM_CPU_NSIMD = sizeof(simd_kernels) / sizeof(simd_kernels[0]) };
+static const char* const simd_paths[] = {"avx512", "avx2"};
+enum { MM_CPU_NSIMD = sizeof(simd_paths) / sizeof(simd_paths[0]) };
+static const mm_cpu_kernel* simd_kernels[MM_CPU_NSIMD]; /* kernel_named(simd_paths[i]) */
 static double simd_rate[MM_CPU_NSIMD]; /* MAC/s; 0: the path is not available here */
 static char simd_choice_text[256];
 static pthread_once_t simd_probe_once = PTHREAD_ONCE_INIT;
@@ -340,10 +344,10 @@ static void simd_probe(void) {
     float acc[4096];
     double best[MM_CPU_NSIMD];
     for (int i = 0; i < MM_CPU_NSIMD; i++) {
-        const mm_cpu_kernel* k = simd_kernels[i];
+        const mm_cpu_kernel* k = simd_kernels[i] = kernel_named(simd_paths[i]);
         best[i] = 0.0;
         memset(&set[i], 0, sizeof set[i]);
-        if (!kernel_named(k->name) || k->mr * k->w > 4096 || !probe_operands(k, &set[i])) continue;
+        if (!k || k->mr * k->w > 4096 || !probe_operands(k, &set[i])) continue;
         best[i] = 1e30;
     }
     /* Rounds alternate the kernels, so a busy moment of the machine slows all of them; the
@@ -363,7 +367,7 @@ static void simd_probe(void) {
     int any = 0;
     for (int i = 0; i < MM_CPU_NSIMD; i++) {
         const mm_cpu_kernel* k = simd_kernels[i];
-        simd_rate[i] = best[i] > 0.0 && best[i] < 1e30 ? 8.0 * k->mr * k->w * MM_CPU_PROBE_K / best[i] : 0.0;
+        simd_rate[i] = k && best[i] > 0.0 && best[i] < 1e30 ? 8.0 * k->mr * k->w * MM_CPU_PROBE_K / best[i] : 0.0;
         if (simd_rate[i] > 0.0 && len > 0 && len < (int)sizeof simd_choice_text) {
             len += snprintf(simd_choice_text + len, sizeof simd_choice_text - (size_t)len, "%s %s %.1f GMAC/s (%d x %d tiles)",
                             any ? "," : "", k->name, simd_rate[i] * 1e-9, k->mr, k->w);

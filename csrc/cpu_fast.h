@@ -221,6 +221,8 @@ static inline int mm_cpu_byte_pos(int c, int w, int order) {
 extern const mm_cpu_kernel mm_cpu_kernel_portable;
 extern const mm_cpu_kernel mm_cpu_kernel_avx2;
 extern const mm_cpu_kernel mm_cpu_kernel_avx512;
+/* The same kernel for CPUs without VPOPCNTD (cpu_kernel_avx512_nibbles.c). */
+extern const mm_cpu_kernel mm_cpu_kernel_avx512_nibbles;
 /* Any preset the plan checks accept (int64 sums): what neither bound covers. */
 extern const mm_cpu_kernel mm_cpu_kernel_wide;
 

@@ -20,14 +20,20 @@
  * integer add and one FMA, both exact (rz_block), and cut to its keep bits. Per 16 products: one
  * FMA; per 16 outputs and block: an and, a ternary logic op and a popcount, where the multiply
  * form (pass2) takes per 16 products a multiply, an exponent add, a conversion and an add.
+ * The popcount is VPOPCNTD; CPUs without it (Skylake-SP, Cascade Lake) run this file's second
+ * build, cpu_kernel_avx512_nibbles.c, whose popcount32 uses a nibble table.
  *
  * Built with -DMMAEMU_EMULATE_AVX512, the same source compiles against SIMDe's portable
  * implementation of the intrinsics (header-only, e.g. Debian's libsimde-dev), so that its
  * logic is checked bit for bit on CPUs without AVX-512 (test/test_cpu_backend.py). */
-#include <pthread.h>
-#include <stdlib.h>
-
 #include "cpu_fast.h"
+
+/* This file is built twice (cpu_kernel_avx512_nibbles.c): the kernel object it defines. */
+#if defined(MM_AVX512_NIBBLES)
+#define MM_CPU_AVX512_KERNEL const mm_cpu_kernel mm_cpu_kernel_avx512_nibbles
+#else
+#define MM_CPU_AVX512_KERNEL const mm_cpu_kernel mm_cpu_kernel_avx512
+#endif
 
 #if defined(MMAEMU_EMULATE_AVX512)
 #define SIMDE_ENABLE_NATIVE_ALIASES
@@ -87,21 +93,18 @@ static inline __m512i mm_emu_cvtepu8_epi32(__m128i x) {
 #define _MM_FROUND_NO_EXC SIMDE_MM_FROUND_NO_EXC
 #endif
 #define MM_AVX512
-#define MM_AVX512_POPCNT
 #define MM_AVX512_INLINE static inline
 #define MM_HAVE_AVX512_KERNEL 1
-/* Both counts run (MMAEMU_EMULATE_NIBBLES picks the table's), so a test build checks each. */
-static int mm_avx512_has_popcnt(void) { return getenv("MMAEMU_EMULATE_NIBBLES") == NULL; }
 #elif (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
 #include <immintrin.h>
-#define MM_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
-#define MM_AVX512_POPCNT __attribute__((target("avx512f,avx512bw,avx512vl,avx512vpopcntdq")))
-#define MM_AVX512_INLINE __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) static inline
+#if defined(MM_AVX512_NIBBLES)
+#define MM_AVX512_ISA "avx512f,avx512bw,avx512vl"
+#else
+#define MM_AVX512_ISA "avx512f,avx512bw,avx512vl,avx512vpopcntdq"
+#endif
+#define MM_AVX512 __attribute__((target(MM_AVX512_ISA)))
+#define MM_AVX512_INLINE __attribute__((target(MM_AVX512_ISA), always_inline)) static inline
 #define MM_HAVE_AVX512_KERNEL 1
-static int mm_avx512_has_popcnt(void) {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512vpopcntdq");
-}
 #endif
 
 #if defined(MM_HAVE_AVX512_KERNEL)
@@ -294,62 +297,32 @@ MM_AVX512_INLINE __m512i b_sign_words(const uint32_t* b, int64_t kb, int n, int 
     return x;
 }
 
-/* Per row and fp32 vector, the words whose set bits are the block's negative products:
- * (A positive and B negative) or (A negative and B positive). */
-MM_AVX512_INLINE void negative_words(const int32_t* ak, int64_t as, const uint32_t* b, int64_t kb, int n,
-                                     __m512i t[MR][NV]) {
-    enum { OR_AND = 0xF8 }; /* x | (y & z) */
-    __m512i bp[NV], bn[NV];
-    for (int v = 0; v < NV; v++) {
-        bp[v] = b_sign_words(b, kb, n, 0, v);
-        bn[v] = b_sign_words(b, kb, n, 1, v);
-    }
-    for (int r = 0; r < MR; r++) {
-        uint32_t pos, neg;
-        mm_cpu_a_signs(ak + r * as, n, &pos, &neg);
-        const __m512i ap = _mm512_set1_epi32((int32_t)pos), an = _mm512_set1_epi32((int32_t)neg);
-        for (int v = 0; v < NV; v++)
-            t[r][v] = _mm512_ternarylogic_epi32(_mm512_and_si512(bn[v], ap), bp[v], an, OR_AND);
-    }
-}
-
-/* Their set bits counted, lane by lane: with VPOPCNTD where the CPU has it (Ice Lake, Zen 4 and
- * later), else from a nibble table (Skylake-SP's AVX-512). Chosen once (negatives_init). */
-typedef void (*negatives_fn)(const int32_t* ak, int64_t as, const uint32_t* b, int64_t kb, int n,
-                             __m512i cnt[MR][NV]);
-
-MM_AVX512_INLINE __m512i popcount_nibbles(__m512i x) {
+/* The set bits of each 32-bit lane: VPOPCNTD, or (this file built with MM_AVX512_NIBBLES, for
+ * CPUs without it: Skylake-SP's AVX-512) a nibble table and byte sums. */
+MM_AVX512_INLINE __m512i popcount32(__m512i x) {
+#if defined(MM_AVX512_NIBBLES)
     const __m512i table = _mm512_set4_epi32(0x04030302, 0x03020201, 0x03020201, 0x02010100);
     const __m512i low = _mm512_set1_epi8(0x0F);
     const __m512i c = _mm512_add_epi8(_mm512_shuffle_epi8(table, _mm512_and_si512(x, low)),
                                       _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi32(x, 4), low)));
     return _mm512_madd_epi16(_mm512_maddubs_epi16(c, _mm512_set1_epi8(1)), _mm512_set1_epi16(1));
+#else
+    return _mm512_popcnt_epi32(x);
+#endif
 }
 
-MM_AVX512 __attribute__((noinline)) static void negatives_nibbles(const int32_t* ak, int64_t as, const uint32_t* b,
-                                                                  int64_t kb, int n, __m512i cnt[MR][NV]) {
-    negative_words(ak, as, b, kb, n, cnt);
-    for (int r = 0; r < MR; r++)
-        for (int v = 0; v < NV; v++) cnt[r][v] = popcount_nibbles(cnt[r][v]);
-}
-
-MM_AVX512_POPCNT __attribute__((noinline)) static void negatives_popcnt(const int32_t* ak, int64_t as, const uint32_t* b,
-                                                                        int64_t kb, int n, __m512i cnt[MR][NV]) {
-    negative_words(ak, as, b, kb, n, cnt);
-    for (int r = 0; r < MR; r++)
-        for (int v = 0; v < NV; v++) cnt[r][v] = _mm512_popcnt_epi32(cnt[r][v]);
-}
-
-static negatives_fn negatives;
-static pthread_once_t negatives_once = PTHREAD_ONCE_INIT;
-static void negatives_init(void) {
-    negatives = mm_avx512_has_popcnt() ? negatives_popcnt : negatives_nibbles;
+/* The number of negative products of the block per output of row r, for the block's B words
+ * bp, bn of vector v and row r's A words ap, an (broadcast): the set bits of
+ * (A positive and B negative) or (A negative and B positive). */
+MM_AVX512_INLINE __m512i negatives(__m512i ap, __m512i an, __m512i bp, __m512i bn) {
+    enum { OR_AND = 0xF8 }; /* x | (y & z) */
+    return popcount32(_mm512_ternarylogic_epi32(_mm512_and_si512(bn, ap), bp, an, OR_AND));
 }
 
 /* One block of the narrow FMA form (file comment): the block result of C = c into c. E8: the
- * products' block maxima (pass 1, at least MM_CPU_E_FLOOR); cnt: the block's negative products
- * per output (negatives); pf, npf: the next block's A words and the number of their lines
- * (prefetch_a_line) to fetch. Not inlined: the caller's state waits in memory, and the loop
+ * products' block maxima (pass 1, at least MM_CPU_E_FLOOR); bsign, kb: the panel's sign groups
+ * and the block's first k (the count of negative products, taken in the composition); pf, npf:
+ * the next block's A words and the number of their lines (prefetch_a_line) to fetch. Not inlined: the caller's state waits in memory, and the loop
  * keeps its 16 sums in registers.
  * E (the block maximum with C's exponent) lies in [-90, 127] and frac is at most
  * MM_CPU_RZ_FRAC_MAX, so M = 1.5 * 2^(23 + E - frac - MM_CPU_A_BIAS) and T are normal and
@@ -359,7 +332,7 @@ static void negatives_init(void) {
  * before (same-minutes medians, ada's 16-k blocks the most; benchmarks/results/cpu.md). */
 MM_AVX512 __attribute__((noinline)) static void rz_block(const mm_cpu_plan* p, const int32_t* ak, int64_t as,
                                                         const int32_t* bk, int n, const uint8_t E8[MR][W],
-                                                        const __m512i cnt[MR][NV], __m512i c[MR][NV],
+                                                        const uint32_t* bsign, int64_t kb, __m512i c[MR][NV],
                                                         const int32_t* pf, int npf) {
     /* In the setup, F = E + 127 (C's exponent field where C sets E), so the constants below
      * take E's 127 in. */
@@ -419,11 +392,19 @@ MM_AVX512 __attribute__((noinline)) static void rz_block(const mm_cpu_plan* p, c
     const __m512 v_unbias = _mm512_castsi512_ps(_mm512_set1_epi32((127 + MM_CPU_A_BIAS) << 23));
     const __m512i v_expo = _mm512_set1_epi32((int32_t)0xFF800000u);
     const __m512i v_mb = _mm512_set1_epi32((int32_t)(((uint32_t)MM_CPU_A_BIAS << 23) | 0x400000u));
+    __m512i bp[NV], bn[NV];
+    for (int v = 0; v < NV; v++) {
+        bp[v] = b_sign_words(bsign, kb, n, 0, v);
+        bn[v] = b_sign_words(bsign, kb, n, 1, v);
+    }
 #pragma GCC unroll 4
     for (int r = 0; r < MR; r++) {
+        uint32_t pos, neg;
+        mm_cpu_a_signs(ak + r * as, n, &pos, &neg);
+        const __m512i ap = _mm512_set1_epi32((int32_t)pos), an = _mm512_set1_epi32((int32_t)neg);
 #pragma GCC unroll 4
         for (int v = 0; v < NV; v++) {
-            const __m512i tb = _mm512_add_epi32(_mm512_castps_si512(T[r][v]), cnt[r][v]);
+            const __m512i tb = _mm512_add_epi32(_mm512_castps_si512(T[r][v]), negatives(ap, an, bp[v], bn[v]));
             T[r][v] = _mm512_castsi512_ps(tb);
             const __m512 mb = _mm512_castsi512_ps(_mm512_add_epi32(_mm512_and_si512(tb, v_expo), v_mb));
             const __m512 sum = _mm512_fmsub_round_ps(_mm512_castsi512_ps(tb), v_unbias, mb,
@@ -553,10 +534,8 @@ MM_AVX512_INLINE void chain_rz(const mm_cpu_plan* p, const mm_cpu_operands* o, i
         for (int i = 0; i < o->rows; i += MR) {
             const int32_t* ak = o->a + i * as + MM_CPU_A_WORDS * kb;
             uint8_t E8[MR][W];
-            __m512i cnt[MR][NV];
             pass1(ak, as, bk, n, E8, ak, 0);
-            negatives(ak, as, o->bsign, kb, n, cnt);
-            rz_block(p, ak, as, bk, n, E8, cnt, c + i, ak + MM_CPU_A_WORDS * n, MR * a_lines(nn));
+            rz_block(p, ak, as, bk, n, E8, o->bsign, kb, c + i, ak + MM_CPU_A_WORDS * n, MR * a_lines(nn));
         }
     }
 }
@@ -603,7 +582,6 @@ MM_AVX512_INLINE void tile_impl(const mm_cpu_plan* p, const mm_cpu_operands* o, 
 
 MM_AVX512 static void tile(const mm_cpu_plan* p, const mm_cpu_operands* o, int64_t k0, int64_t k1, float* acc,
                            int resume) {
-    pthread_once(&negatives_once, negatives_init);
     tile_impl(p, o, k0, k1, acc, resume, 0);
 }
 
@@ -612,8 +590,8 @@ MM_AVX512 static void tile_split(const mm_cpu_plan* p, const mm_cpu_operands* o,
     tile_impl(p, o, k0, k1, acc, resume, 1);
 }
 
-const mm_cpu_kernel mm_cpu_kernel_avx512 = {"avx512", TR, W, MR, tile, tile_split, MM_CPU_A_BIAS, MM_CPU_E_CODED, MM_CPU_BYTES_WORDS, 1};
+MM_CPU_AVX512_KERNEL = {"avx512", TR, W, MR, tile, tile_split, MM_CPU_A_BIAS, MM_CPU_E_CODED, MM_CPU_BYTES_WORDS, 1};
 
 #else
-const mm_cpu_kernel mm_cpu_kernel_avx512 = {"avx512", 1, 1, 1, 0, 0, 0, MM_CPU_E_CODED, MM_CPU_BYTES_WORDS, 0};
+MM_CPU_AVX512_KERNEL = {"avx512", 1, 1, 1, 0, 0, 0, MM_CPU_E_CODED, MM_CPU_BYTES_WORDS, 0};
 #endif
