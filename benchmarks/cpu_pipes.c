@@ -2,11 +2,12 @@
  * costs on the machine at hand, piece by piece, in cycles at a nominal clock.
  *
  * Each loop below is one k step of a 4 x 64 tile, written out in inline assembly so that the
- * compiler adds nothing: the 16 FMAs (rounding toward zero) with their B and A loads, then the
- * truncation count in the kernel's form (a broadcast add, a byte compare into a mask, a masked
- * add) or in forms that write no mask register, and pass 1 (a broadcast add and an unsigned byte
- * maximum per row). The operands stay in L1: this is the bound of the instructions, not of the
- * memory. Results: benchmarks/results/cpu.md ("What limits it").
+ * compiler adds nothing: the 16 FMAs (rounding toward zero) with their B and A loads, pass 1 (a
+ * broadcast add and an unsigned byte maximum per row), and the per-k truncation count of the
+ * kernel before the sign-word count (a broadcast add, a byte compare into a mask, a masked add;
+ * "the count" below) or forms of it that write no mask register: what moved the count out of the
+ * k loop. The operands stay in L1: this is the bound of the instructions, not of the memory.
+ * Results: benchmarks/results/cpu.md ("What limits it").
  *
  *   gcc -O2 benchmarks/cpu_pipes.c -o /tmp/cpu_pipes && /tmp/cpu_pipes [GHz]
  *
