@@ -290,7 +290,7 @@ static const char* const simd_paths[] = {"avx512", "avx2"};
 enum { MM_CPU_NSIMD = sizeof(simd_paths) / sizeof(simd_paths[0]) };
 static const mm_cpu_kernel* simd_kernels[MM_CPU_NSIMD]; /* kernel_named(simd_paths[i]) */
 static double simd_rate[MM_CPU_NSIMD]; /* MAC/s; 0: the path is not available here */
-static char simd_choice_text[256];
+static char simd_choice_text[384];
 static pthread_once_t simd_probe_once = PTHREAD_ONCE_INIT;
 
 static double now_seconds(void) {
@@ -386,8 +386,9 @@ static void simd_probe(void) {
         const mm_cpu_kernel* k = simd_kernels[i];
         simd_rate[i] = k && best[i] > 0.0 && best[i] < 1e30 ? 8.0 * k->mr * k->w * MM_CPU_PROBE_K / best[i] : 0.0;
         if (simd_rate[i] > 0.0 && len > 0 && len < (int)sizeof simd_choice_text) {
-            len += snprintf(simd_choice_text + len, sizeof simd_choice_text - (size_t)len, "%s %s %.1f GMAC/s (%d x %d tiles)",
-                            any ? "," : "", k->name, simd_rate[i] * 1e-9, k->mr, k->w);
+            len += snprintf(simd_choice_text + len, sizeof simd_choice_text - (size_t)len, "%s %s %.1f GMAC/s (%d x %d tiles%s)",
+                            any ? "," : "", k->name, simd_rate[i] * 1e-9, k->mr, k->w,
+                            k == &mm_cpu_kernel_avx512_nibbles ? "; no VPOPCNTD here: its nibble-table build" : "");
             any = 1;
         }
         probe_free(&set[i]);

@@ -347,7 +347,8 @@ def test_avx512_kernel_on_emulated_intrinsics(tmp_path, flags, count):
         env["MMAEMU_EMULATE_NIBBLES"] = "1"
     run = subprocess.run([str(exe), "100", "12345"], capture_output=True, text=True, timeout=300, env=env)
     assert run.returncode == 0 and " 0 failures" in run.stdout, run.stdout + run.stderr
-    assert "avx512 0" not in run.stdout  # the emulated kernel really ran
+    assert re.search(r"runs portable \d+ avx2 \d+ avx512 [1-9]", run.stdout), run.stdout  # it really ran
+    assert ("nibble-table build" in run.stdout) == (count == "nibbles"), run.stdout  # info says which
 
 
 @pytest.mark.parametrize("splits,scheme", [(1, "none"), (3, "pairwise"), (2, "serial")])

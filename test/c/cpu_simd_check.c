@@ -219,5 +219,7 @@ int main(int argc, char** argv) {
     failures += pairs_check(paths, ran);
     printf("%d iterations, %d failures; runs portable %d avx2 %d avx512 %d\n", iters, failures,
            ran[0], ran[1], ran[2]);
+    unsetenv("MMAEMU_CPU_SIMD"); /* auto's choice and why, as `python -m mmaemu info` says it */
+    printf("%s\n", mmaemu_cpu_simd_choice());
     return failures != 0;
 }
