@@ -117,7 +117,8 @@ static inline __m512i mm_emu_cvtepu8_epi32(__m128i x) {
 enum { MR = 4, NV = 4, VL = 16, W = NV * VL, STRIDE = MM_CPU_PANEL_STRIDE(W) };
 /* A tile: up to TR rows, in groups of MR that the FMA form runs block by block in turn
  * (chain_rz): 1.02x to 1.11x against one group at a time on 512 x 5760 x 1920, 2048^3 and
- * 4096 x 5760 x 1920 (same-minutes medians on the Intel Xeon of benchmarks/results/cpu.md). */
+ * 4096 x 5760 x 1920 with 2 threads, 0.99x to 1.02x on one (same-minutes medians on the Intel
+ * Xeon of benchmarks/results/cpu.md). */
 enum { TR = 4 * MR };
 
 /* Byte v of every 32-bit lane of x as int32 lanes: in the panel's byte order (cpu_fast.h,
@@ -322,8 +323,8 @@ MM_AVX512_INLINE __m512i negatives(__m512i ap, __m512i an, __m512i bp, __m512i b
 /* One block of the narrow FMA form (file comment): the block result of C = c into c. E8: the
  * products' block maxima (pass 1, at least MM_CPU_E_FLOOR); bsign, kb: the panel's sign groups
  * and the block's first k (the count of negative products, taken in the composition); pf, npf:
- * the next block's A words and the number of their lines (prefetch_a_line) to fetch. Not inlined: the caller's state waits in memory, and the loop
- * keeps its 16 sums in registers.
+ * the next block's A words and the number of their lines (prefetch_a_line) to fetch. Not
+ * inlined: the caller's state waits in memory, and the loop keeps its 16 sums in registers.
  * E (the block maximum with C's exponent) lies in [-90, 127] and frac is at most
  * MM_CPU_RZ_FRAC_MAX, so M = 1.5 * 2^(23 + E - frac - MM_CPU_A_BIAS) and T are normal and
  * finite; the constants below are those expressions with E's part added in the loops.
