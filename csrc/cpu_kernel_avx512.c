@@ -452,7 +452,8 @@ MM_AVX512_INLINE __m512i compose_split(__m512i S, __m512i S2, __m512i grid, cons
     return _mm512_maskz_add_epi32(nz, fb, _mm512_slli_epi32(grid, 23));
 }
 
-/* The blocks over [k0, k1) of the tile, continuing from the C in c (mm_chain). */
+/* The blocks over [k0, k1) of MR rows in the multiply (pass2) and split forms, continuing from the C
+ * in c (mm_chain). */
 MM_AVX512_INLINE void chain(const mm_cpu_plan* p, const mm_cpu_operands* o, int64_t k0, int64_t k1,
                             __m512i c[MR][NV], const int split) {
     const int64_t as = o->as;
@@ -469,9 +470,8 @@ MM_AVX512_INLINE void chain(const mm_cpu_plan* p, const mm_cpu_operands* o, int6
         const int32_t* ak = a + MM_CPU_A_WORDS * kb;
         const int32_t* bk = b + kb * STRIDE;
         /* A's rows come from L3 or memory (each is read once per panel) in four streams the
-         * hardware prefetcher lags on. The FMA form fetches the next block's lines from this
-         * block's FMA loop, one per k step (1.02x to 1.09x against fetching the block after
-         * next from pass 1, same-minutes medians on Zen 4); the others the block after next. */
+         * hardware prefetcher lags on: this form fetches the block after next from pass 1 (the
+         * FMA form, chain_rz, the next block from its FMA loop). */
         uint8_t E8[MR][W];
         const int npf = kb + 2 * p->block < k1 ? MR * a_lines(p->block) : 0;
         const int32_t* pf = ak + MM_CPU_A_WORDS * 2 * p->block;
@@ -521,7 +521,6 @@ MM_AVX512_INLINE void chain(const mm_cpu_plan* p, const mm_cpu_operands* o, int6
     }
 }
 
-/* mm_split_acc for the tile; resume: continue from the state in acc (cpu_fast.h). */
 /* The FMA form's blocks over [k0, k1) of the tile's groups of MR rows, taken in turn block by
  * block: each group's block begins while the one before it finishes (its setup waits on its own
  * C only), and the groups after the first find the block's panel records in L1. */
@@ -555,6 +554,7 @@ MM_AVX512_INLINE void chains(const mm_cpu_plan* p, const mm_cpu_operands* o, int
     }
 }
 
+/* mm_split_acc for the tile's rows; resume: continue from the state in acc (cpu_fast.h). */
 MM_AVX512_INLINE void tile_impl(const mm_cpu_plan* p, const mm_cpu_operands* o, int64_t k0, int64_t k1,
                                 float* acc, const int resume, const int split) {
     __m512i c[TR][NV];
