@@ -74,8 +74,8 @@ static int plan_is_narrow(const mm_gemm* g) {
     return q->frac <= 30 && (int64_t)q->block * term + ((int64_t)1 << (q->frac + 1)) < ((int64_t)1 << 24);
 }
 
-/* The AVX-512 kernel's FMA form keeps a block's running sum in an fp32 of [2^23, 2^24) units
- * (cpu_kernel_avx512.c): every partial sum of C's term and the products' floors (each at most one
+/* The FMA form (the AVX-512 and AVX2 kernels) keeps a block's running sum in an fp32 of [2^23,
+ * 2^24) units (cpu_kernel_avx512.c): every partial sum of C's term and the products' floors (each at most one
  * unit below the cut toward zero) must stay within 2^22 units, and a block's sign bits fit one
  * sign word (cpu_fast.h). hopper and ada: 32 * 28 801 + 2^14 < 2^20. */
 static int plan_fits_rz(const mm_gemm* g) {
@@ -252,7 +252,7 @@ static int cpu_has(const char* what) {
 #endif
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
     __builtin_cpu_init();
-    if (strcmp(what, "avx2") == 0) return __builtin_cpu_supports("avx2");
+    if (strcmp(what, "avx2") == 0) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     if (strcmp(what, "avx512") == 0)
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                __builtin_cpu_supports("avx512vl");
@@ -752,8 +752,8 @@ static int run_pass(mm_cpu_job* job, int threads) {
 #define MM_CPU_A_BUDGET ((int64_t)32 << 20)
 #endif
 /* Largest decoded B panel per thread (panel_words). A K whose panel (or mr rows of A) exceeds
- * a budget (above 12 481 k for the AVX-512 FMA form, 13 107 for its split form, 52 428 for the
- * other kernels) is streamed in segments of MM_CPU_STREAM_CHUNK k instead of decoded whole, so memory
+ * a budget (above 12 481 k for the AVX-512 FMA form, 13 107 for its split form, 24 964 and
+ * 26 214 for AVX2's, 52 428 for the portable kernels) is streamed in segments of MM_CPU_STREAM_CHUNK k instead of decoded whole, so memory
  * stays bounded. 4 MiB rather than more: measured on 2-core Zen 3 (AVX2), a whole-K panel
  * beyond L2 ran slower than streaming (256 x 256 x 65 536: 12.2 vs 15.3 GMAC/s). The
  * budgets (and the two below) may be set at build time: tests shrink them to run the streaming
@@ -762,8 +762,9 @@ static int run_pass(mm_cpu_job* job, int threads) {
 #define MM_CPU_PANEL_BUDGET ((int64_t)4 << 20)
 #endif
 /* k per segment of a streamed K (rounded down to whole blocks or promotion intervals): small,
- * so the panel (1.5 MiB per thread at W = 16) stays in cache; each segment starts its threads
- * anew (tens of microseconds), small against its kernel work. */
+ * so the panel (1.3 MiB per thread at W = 16, 2.6 MiB at AVX2's W = 32 with its sign words)
+ * stays in cache; each segment starts its threads anew (tens of microseconds), small against
+ * its kernel work. */
 #ifndef MM_CPU_STREAM_CHUNK
 #define MM_CPU_STREAM_CHUNK ((int64_t)16384)
 #endif

@@ -13,14 +13,14 @@
  * which is mm_block's "cut every term toward zero to the grid 2^grid, add exactly": a_k * b_k
  * is exact in fp32 (significands of at most 4 bits), scaling by a power of two is exact while
  * the result stays normal, and a result below 2^-126 is below 1, where trunc gives 0 however it
- * was rounded. fp32 -> int32 conversion truncates toward zero, the model's cut. (The AVX-512
- * FMA form gets the same S from floors of slightly enlarged products and the number of negative
+ * was rounded. fp32 -> int32 conversion truncates toward zero, the model's cut. (The FMA form
+ * of the AVX-512 and AVX2 kernels gets the same S from floors of slightly enlarged products and the number of negative
  * products: cpu_kernel_avx512.c and MM_CPU_RZ_ENLARGE below.)
  *
  * Decoded element (both operands): e = the alignment exponent (mm_fp8.e), or MM_CPU_ZERO_EXP
  * for a zero (and for NaN/Inf, whose outputs the driver recomputes with the reference); v = the
  * FP8 value as fp32 (0 for zero, NaN and Inf); its sign and whether it is zero, as bits of sign
- * words (MM_CPU_A_SGN, the panel's sign groups), which the AVX-512 FMA form reads.
+ * words (MM_CPU_A_SGN, the panel's sign groups), which the FMA form reads.
  *
  * Layouts. A (broadcast operand): row i, element k: MM_CPU_A_WORDS int32 words at
  * a[i * a_stride + MM_CPU_A_WORDS * k]: e as int8 in all four bytes (a 32-bit broadcast gives
@@ -78,7 +78,7 @@ static inline int32_t mm_cpu_a_word(int32_t byte) { return (int32_t)(((uint32_t)
 /* The exponent in an A word (its low byte). */
 static inline int32_t mm_cpu_a_exp(int32_t word) { return (int32_t)(int8_t)(uint8_t)(word & 0xFF); }
 
-/* The sign words of the AVX-512 FMA form, one bit per k: bit i of a positive word is set when
+/* The sign words of the FMA form, one bit per k: bit i of a positive word is set when
  * element k0 + i is positive (not zero), of a negative word when it is negative. So the number
  * of negative products of a block at k0 is popcount((P_a & N_b) | (N_a & P_b)).
  *  - A: an A row's record k holds the window of the 16 elements from k (fewer at the row's
@@ -121,7 +121,7 @@ static inline void mm_cpu_a_signs(const int32_t* rec, int n, uint32_t* pos, uint
 #define MM_CPU_PANEL_STRIDE(w) ((w) / 4 + (w))
 #define MM_CPU_PANEL_V(w) ((w) / 4)
 
-/* The largest frac of the AVX-512 kernel's FMA form (mm_cpu_plan.rz), which keeps M and T normal
+/* The largest frac of the kernels' FMA form (mm_cpu_plan.rz), which keeps M and T normal
  * and tells which ends of the composition's exact range a block can leave (cpu_kernel_avx512.c).
  * C's term alone reaches 2^(frac + 1) units, so the 2^22 bound on the running sums implies it. */
 #define MM_CPU_RZ_FRAC_MAX 21
@@ -144,8 +144,8 @@ typedef struct {
     int64_t K;
     int32_t block, frac, keep, promote_k;
     int32_t fast;
-    /* The block's running sums stay within 2^22 units (mm_cpu_fits_rz): the AVX-512 kernel's
-     * floor-accumulating FMA form (cpu_kernel_avx512.c) applies. */
+    /* The block's running sums stay within 2^22 units (mm_cpu_fits_rz): the AVX-512 and AVX2
+     * kernels' floor-accumulating FMA form (cpu_kernel_avx512.c) applies. */
     int32_t rz;
     int32_t c_late; /* C added after the block (mm_preset.c_late): split and wide kernels only */
     /* Clears the fp32 mantissa bits below the block result's `keep` significant bits. */
@@ -249,6 +249,24 @@ static inline uint32_t mm_cpu_compose(int64_t S, int grid, int keep) {
     const int L = mm_bitlen64(A);
     if (L > keep) A = (A >> (L - keep)) << (L - keep);
     return mm_f32_bits(mm_compose_f32(sign, A, grid));
+}
+
+/* compose_fix of the SIMD kernels, on one vector's lanes stored to memory: the lanes whose grid
+ * lies outside [MM_CPU_GRID_MIN, grid_hi] get mm_cpu_compose of their integer sum s1 + s2 (+0
+ * where it is 0); the others keep the fast composition in o. */
+static inline void mm_cpu_compose_lanes(int32_t* o, const int32_t* s1, const int32_t* s2, const int32_t* grid,
+                                        int lanes, int grid_hi, int keep) {
+    for (int l = 0; l < lanes; l++)
+        if (grid[l] < MM_CPU_GRID_MIN || grid[l] > grid_hi)
+            o[l] = (int32_t)mm_cpu_compose((int64_t)s1[l] + s2[l], grid[l], keep);
+}
+
+/* The SIMD kernels' prefetch of A: a block of n k of an mr-row group holds mr * mm_cpu_a_lines(n)
+ * 64-byte lines of A words (MM_CPU_A_WORDS * n words per row); line i of the group's block at
+ * pf, the rows taken in turn (as: the row stride in words). */
+static inline int mm_cpu_a_lines(int n) { return (MM_CPU_A_WORDS * n + 15) / 16; }
+static inline void mm_cpu_prefetch_a_line(const int32_t* pf, int64_t as, int mr, int i) {
+    __builtin_prefetch(pf + (i % mr) * as + 16 * (i / mr), 0, 3);
 }
 
 #endif /* MMAEMU_CPU_FAST_H */

@@ -1,55 +1,307 @@
-/* cpu_kernel_avx2.c: the tile kernels (narrow and split sums) with AVX2.
+/* cpu_kernel_avx2.c: the tile kernels (narrow and split sums) with AVX2 and FMA.
  *
- * cpu_kernel_portable.c is the same algorithm one lane at a time; read it first. Here a lane
- * is one output column: the tile is MR rows x NV vectors of 8 columns, A's values are
- * broadcast and B's panel is loaded a vector at a time, so the block maximum and the sum are
- * lane-wise (no horizontal operations). Per product and column:
- *   pass 1, int8 lanes (16 columns a 128-bit vector): saturating add, max;
- *   pass 2, fp32 lanes: a*b (exact), + G to its exponent field (times 2^-grid, exact:
- *   cpu_fast.h), truncate to int32, add.
- * The split form (presets whose block sums exceed 2^24, such as b200) sums the two halves of a
- * block separately and adds them in fp64.
+ * The AVX-512 kernel (cpu_kernel_avx512.c) on 256-bit vectors; read its file comment first, and
+ * cpu_kernel_portable.c for the algorithm one lane at a time. A lane is one output column: the
+ * tile's groups are MR rows x NV vectors of 8 columns, A's values broadcast, B's panel loaded a
+ * vector at a time, so the block maximum and the sums are lane-wise.
+ *   Pass 1 (the block maximum): 32 columns per byte vector, coded exponents (cpu_fast.h,
+ *   MM_CPU_E_CODED): a 32-bit add of A's word and an unsigned byte maximum per 32 products.
+ *   The narrow form of hopper and ada (mm_cpu_plan.rz): one FMA per product, rounded toward
+ *   zero, floors of enlarged products and the block's number of negative products counted
+ *   from sign words, as in the AVX-512 kernel. AVX2 has no embedded rounding: the FMA form
+ *   runs with MXCSR's rounding control set to toward zero (chain_rz sets it and puts the
+ *   caller's back), and every other floating-point operation inside that region is exact
+ *   (the products' scaling by a power of two, the block result's FMA, whose exact zero is +0
+ *   toward zero as to nearest) or a truncating conversion, so no other bit depends on it.
+ *   The count has no VPOPCNTD: a nibble table (vpshufb) and byte sums.
+ *   The split form (b200) and the narrow form outside mm_cpu_plan.rz: per product a multiply,
+ *   an exponent add (times 2^-grid, cpu_fast.h, MM_CPU_A_BIAS), a truncating conversion and
+ *   an add; the split form sums the two halves of a block separately and adds them in fp64.
  *
  * Compiled with a target attribute, so the rest of the library keeps the baseline ISA; the
- * driver calls it only when __builtin_cpu_supports("avx2"). */
+ * driver calls it only when the CPU reports avx2 and fma. */
 #include "cpu_fast.h"
 
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
 #include <immintrin.h>
 
-#define MM_AVX2 __attribute__((target("avx2")))
-#define MM_AVX2_INLINE __attribute__((target("avx2"), always_inline)) static inline
+#define MM_AVX2 __attribute__((target("avx2,fma")))
+#define MM_AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) static inline
 
-/* 4 rows x 16 columns: pass 1 holds a row's 16 columns in one int8 vector (NV = 2 fp32
- * vectors in pass 2); 4 rows share each panel load (MR = 2 ran slower here, the panel being
- * read from L2 in pass 1). */
-enum { MR = 4, NV = 2, VL = 8, W = NV * VL, STRIDE = MM_CPU_PANEL_STRIDE(W) };
+/* 2 rows x 32 columns: one 256-bit byte vector per row in pass 1, four fp32 vectors per row in
+ * the sums (8 accumulators, 4 B vectors and the broadcast A value: 13 of the 16 registers). */
+enum { MR = 3, NV = 4, VL = 8, W = NV * VL, STRIDE = MM_CPU_PANEL_STRIDE(W) };
+/* A tile: up to TR rows, in groups of MR that the FMA form runs block by block in turn
+ * (chain_rz), so the groups after the first find the block's panel records in L1. */
+enum { TR = 5 * MR };
+
+/* ---- MXCSR's rounding control (the FMA form) ---- */
+
+/* Read and write MXCSR. The memory clobber keeps loads and stores, and so the FMA form's
+ * operands and results, on their side of the write. */
+static inline unsigned mxcsr_get(void) {
+    unsigned x;
+    __asm__ __volatile__("stmxcsr %0" : "=m"(x) : : "memory");
+    return x;
+}
+static inline void mxcsr_set(unsigned x) {
+    __asm__ __volatile__("ldmxcsr %0" : : "m"(x) : "memory");
+}
+/* Rounding control (bits 13-14; 3: toward zero) and the exception masks (bits 7-12), all set in
+ * the FMA form, as the AVX-512 kernel's FMAs suppress exceptions. */
+enum { MXCSR_RC = 0x6000u, MXCSR_RC_TOWARD_ZERO = 0x6000u, MXCSR_MASKS = 0x1F80u };
+
+/* Sets the FMA form's MXCSR; returns the caller's, for mxcsr_set after. */
+static inline unsigned rz_enter(void) {
+    const unsigned csr = mxcsr_get();
+    mxcsr_set((csr & ~MXCSR_RC) | MXCSR_RC_TOWARD_ZERO | MXCSR_MASKS);
+    return csr;
+}
+
+/* Byte v of every 32-bit lane of x as int32 lanes: in the panel's byte order (cpu_fast.h,
+ * MM_CPU_BYTES_WORDS), the bytes of columns [8 v, 8 v + 8), lined up with fp32 vector v. */
+MM_AVX2_INLINE __m256i word_byte(__m256i x, int v) {
+    const __m256i m = _mm256_set1_epi32(0xFF);
+    switch (v) {
+    case 0: return _mm256_and_si256(x, m);
+    case 1: return _mm256_and_si256(_mm256_srli_epi32(x, 8), m);
+    case 2: return _mm256_and_si256(_mm256_srli_epi32(x, 16), m);
+    default: return _mm256_srli_epi32(x, 24);
+    }
+}
+
+/* The same byte moved to bits 23..30 (an exponent field), the other bits 0. */
+MM_AVX2_INLINE __m256i word_byte_field(__m256i x, int v) {
+    const __m256i m = _mm256_set1_epi32(0x7F800000);
+    switch (v) {
+    case 0: return _mm256_and_si256(_mm256_slli_epi32(x, 23), m);
+    case 1: return _mm256_and_si256(_mm256_slli_epi32(x, 15), m);
+    case 2: return _mm256_and_si256(_mm256_slli_epi32(x, 7), m);
+    default: return _mm256_and_si256(_mm256_srli_epi32(x, 1), m);
+    }
+}
+
+/* Pass 1's block maxima, coded (cpu_fast.h, MM_CPU_E_CODED), as exponents, for fp32 vector v. */
+MM_AVX2_INLINE __m256i lanes_e(const uint8_t row[W], int v) {
+    return _mm256_sub_epi32(word_byte(_mm256_loadu_si256((const __m256i*)(const void*)row), v),
+                            _mm256_set1_epi32(2 * MM_CPU_E_CODE_OFFSET));
+}
 
 /* The grid exponent E - frac of a block from its scale s = 2^(frac - E). */
 MM_AVX2_INLINE __m256i grid_of(__m256 s) {
     return _mm256_sub_epi32(_mm256_set1_epi32(127), _mm256_srli_epi32(_mm256_castps_si256(s), 23));
 }
 
-/* Lanes whose fast exponent arithmetic would leave the normal range (never for FP8 operands
- * and hopper/ada/b200, kept for any preset): composed exactly from the integer sums. Called
- * rarely and outside the hot loops, so the sums stay in registers there. S2 may be NULL. */
+/* Lanes the fast exponent arithmetic cannot compose (never for FP8 operands and the standard
+ * presets; test builds narrow the range to run it), composed exactly from the integer sums S
+ * (+ S2) on their grids, integer arithmetic only. Called on copies, outside the hot loops. */
 MM_AVX2 __attribute__((noinline)) static void compose_fix(__m256i c[MR][NV], const __m256i S[MR][NV],
-                                                         const __m256i* S2, const __m256 s[MR][NV],
-                                                         int grid_hi, const mm_cpu_plan* p) {
+                                                         const __m256i S2[MR][NV],
+                                                         const __m256i grid[MR][NV], int grid_hi,
+                                                         const mm_cpu_plan* p) {
     for (int r = 0; r < MR; r++)
         for (int v = 0; v < NV; v++) {
             int32_t s1[VL], s2[VL], gr[VL], o[VL];
             _mm256_storeu_si256((__m256i*)s1, S[r][v]);
-            _mm256_storeu_si256((__m256i*)s2, S2 ? S2[r * NV + v] : _mm256_setzero_si256());
-            _mm256_storeu_si256((__m256i*)gr, grid_of(s[r][v]));
+            _mm256_storeu_si256((__m256i*)s2, S2[r][v]);
+            _mm256_storeu_si256((__m256i*)gr, grid[r][v]);
             _mm256_storeu_si256((__m256i*)o, c[r][v]);
-            for (int l = 0; l < VL; l++) {
-                const int64_t sum = (int64_t)s1[l] + s2[l];
-                if (sum != 0 && (gr[l] < MM_CPU_GRID_MIN || gr[l] > grid_hi))
-                    o[l] = (int32_t)mm_cpu_compose(sum, gr[l], p->keep);
-            }
+            mm_cpu_compose_lanes(o, s1, s2, gr, VL, grid_hi, p->keep);
             c[r][v] = _mm256_loadu_si256((const __m256i*)o);
         }
+}
+
+/* compose_fix with the grids from the scales s (the multiply form's blocks); S2 may be NULL. */
+MM_AVX2_INLINE void fix_lanes(__m256i c[MR][NV], __m256i S[MR][NV], __m256i (*S2)[NV],
+                              __m256 s[MR][NV], int grid_hi, const mm_cpu_plan* p) {
+    __m256i cc[MR][NV], SS[MR][NV], SS2[MR][NV], gg[MR][NV];
+    for (int r = 0; r < MR; r++)
+        for (int v = 0; v < NV; v++) {
+            cc[r][v] = c[r][v];
+            SS[r][v] = S[r][v];
+            SS2[r][v] = S2 ? S2[r][v] : _mm256_setzero_si256();
+            gg[r][v] = grid_of(s[r][v]);
+        }
+    compose_fix(cc, SS, SS2, gg, grid_hi, p);
+    for (int r = 0; r < MR; r++)
+        for (int v = 0; v < NV; v++) c[r][v] = cc[r][v];
+}
+
+/* The exponent C brings to the block maximum: its exponent field - 127 (C is +-0, field 0, which
+ * raises nothing, or an earlier block result, never subnormal: cpu_kernel_avx512.c, c_field). */
+MM_AVX2_INLINE __m256i c_exponent(__m256i cb) {
+    return _mm256_sub_epi32(_mm256_and_si256(_mm256_srli_epi32(cb, 23), _mm256_set1_epi32(0xFF)),
+                            _mm256_set1_epi32(127));
+}
+
+
+/* Pass 1: the products' largest alignment exponent over a block of n, 32 columns per byte vector,
+ * raised to MM_CPU_E_FLOOR, into E8 (row r at E8[r], coded: lanes_e reads them). */
+MM_AVX2_INLINE void pass1(const int32_t* ak, int64_t as, const int32_t* bk, int n, uint8_t E8[MR][W],
+                          const int32_t* pf, int npf) {
+    __m256i e[MR];
+    for (int r = 0; r < MR; r++) e[r] = _mm256_set1_epi8((char)(MM_CPU_E_FLOOR + 2 * MM_CPU_E_CODE_OFFSET));
+    for (int k = 0; k < n; k++) {
+        if (k < npf) mm_cpu_prefetch_a_line(pf, as, MR, k);
+        const __m256i eb = _mm256_loadu_si256((const __m256i*)(const void*)(bk + (int64_t)k * STRIDE));
+        const int32_t* ar = ak + MM_CPU_A_WORDS * k;
+        for (int r = 0; r < MR; r++)
+            e[r] = _mm256_max_epu8(e[r], _mm256_add_epi32(eb, _mm256_set1_epi32(ar[r * as])));
+    }
+    for (int r = 0; r < MR; r++) _mm256_storeu_si256((__m256i*)(void*)E8[r], e[r]);
+}
+
+/* Pass 2 over k in [k_begin, k_end) of a block: S += trunc((a * b) * 2^-grid), the scaling
+ * an integer add G to the product's exponent field (cpu_fast.h, MM_CPU_A_BIAS). */
+MM_AVX2_INLINE void pass2(const int32_t* ak, int64_t as, const int32_t* bk, int k_begin,
+                          int k_end, const __m256i G[MR][NV], __m256i S[MR][NV]) {
+    for (int k = k_begin; k < k_end; k++) {
+        const mm_cpu_f32* vb = mm_cpu_cvalues(bk + (int64_t)k * STRIDE + MM_CPU_PANEL_V(W));
+        __m256 bv[NV];
+        for (int v = 0; v < NV; v++) bv[v] = _mm256_loadu_ps(vb + v * VL);
+        for (int r = 0; r < MR; r++) {
+            const __m256 av = _mm256_broadcast_ss(mm_cpu_cvalues(ak + r * as + MM_CPU_A_WORDS * k + MM_CPU_A_V));
+            for (int v = 0; v < NV; v++) {
+                const __m256i q = _mm256_add_epi32(_mm256_castps_si256(_mm256_mul_ps(av, bv[v])), G[r][v]);
+                S[r][v] = _mm256_add_epi32(S[r][v], _mm256_cvttps_epi32(_mm256_castsi256_ps(q)));
+            }
+        }
+    }
+}
+
+/* ---- the number of negative products of a block (cpu_fast.h, MM_CPU_RZ_ENLARGE) ---- */
+
+/* Column words of the panel's sign groups for the block of n k from record kb (half 0:
+ * positive, 1: negative) of fp32 vector v's columns, shifted so bit i is k = kb + i
+ * (cpu_kernel_avx512.c, b_sign_words). */
+MM_AVX2_INLINE __m256i b_sign_words(const uint32_t* b, int64_t kb, int n, int half, int v) {
+    const int64_t j = kb / MM_CPU_SIGN_SPAN;
+    const int o = (int)(kb % MM_CPU_SIGN_SPAN);
+    __m256i x = _mm256_loadu_si256((const __m256i*)(const void*)(mm_cpu_sign_group(b, j, W) + half * W + v * VL));
+    if (o) {
+        x = _mm256_srl_epi32(x, _mm_cvtsi32_si128(o));
+        if (o + n > MM_CPU_SIGN_SPAN) {
+            const __m256i y = _mm256_loadu_si256(
+                (const __m256i*)(const void*)(mm_cpu_sign_group(b, j + 1, W) + half * W + v * VL));
+            x = _mm256_or_si256(x, _mm256_sll_epi32(y, _mm_cvtsi32_si128(MM_CPU_SIGN_SPAN - o)));
+        }
+    }
+    return x;
+}
+
+/* The set bits of each 32-bit lane: a nibble table, then the four byte counts summed. */
+MM_AVX2_INLINE __m256i popcount32(__m256i x) {
+    const __m256i table = _mm256_setr_epi8(0, 1, 1, 2, 1, 2, 2, 3, 1, 2, 2, 3, 2, 3, 3, 4,
+                                           0, 1, 1, 2, 1, 2, 2, 3, 1, 2, 2, 3, 2, 3, 3, 4);
+    const __m256i low = _mm256_set1_epi8(0x0F);
+    const __m256i c = _mm256_add_epi8(_mm256_shuffle_epi8(table, _mm256_and_si256(x, low)),
+                                      _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi32(x, 4), low)));
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(c, _mm256_set1_epi8(1)), _mm256_set1_epi16(1));
+}
+
+/* The block's negative products per output: the set bits of (A+ and B-) or (A- and B+). */
+MM_AVX2_INLINE __m256i negatives(__m256i ap, __m256i an, __m256i bp, __m256i bn) {
+    return popcount32(_mm256_or_si256(_mm256_and_si256(ap, bn), _mm256_and_si256(an, bp)));
+}
+
+/* One block of the narrow FMA form, with MXCSR rounding toward zero (chain_rz): the block
+ * result of C = c into c. The arithmetic, its bounds and the arguments are the AVX-512
+ * kernel's rz_block (cpu_kernel_avx512.c); here F (E + 127) is formed per vector in the
+ * exponent field's position, and the FMAs round by MXCSR. Not inlined: the caller's state waits
+ * in memory, and the loop keeps its 8 sums in registers. */
+MM_AVX2 __attribute__((noinline)) static void rz_block(const mm_cpu_plan* p, const int32_t* ak, int64_t as,
+                                                      const int32_t* bk, int n, const uint8_t E8[MR][W],
+                                                      const uint32_t* bsign, int64_t kb, __m256i c[MR][NV],
+                                                      const int32_t* pf, int npf) {
+    const int32_t m_field = 23 - MM_CPU_A_BIAS - p->frac; /* M's exponent field - F */
+    const __m256i v_madd = _mm256_set1_epi32((int32_t)(((uint32_t)m_field << 23) | 0x400000u));
+    const __m256i v_sadd = _mm256_set1_epi32((int32_t)((uint32_t)(254 + p->frac) << 23)); /* 2^(frac - E) */
+    const __m256i v_eoff = _mm256_set1_epi8((char)(127 - 2 * MM_CPU_E_CODE_OFFSET)); /* pass 1's code -> F */
+    const __m256i v_field = _mm256_set1_epi32(0x7F800000);
+    __m256 T[MR][NV];
+    /* The largest F over the tile (field position), checked once after the loop, as in the
+     * AVX-512 kernel (compose_fix takes the lanes out of the composition's exact range). */
+    _Static_assert(MM_CPU_GRID_MAX_NARROW + MM_CPU_RZ_FRAC_MAX + 127 <= 255 && MM_CPU_GRID_MIN + 127 >= 0,
+                   "F fits its exponent field");
+    __m256i f_max = _mm256_setzero_si256();
+#if MM_CPU_GRID_MIN + MM_CPU_RZ_FRAC_MAX >= MM_CPU_E_FLOOR
+    __m256i f_min = v_field;
+#endif
+#pragma GCC unroll 4
+    for (int r = 0; r < MR; r++) {
+        const __m256i f8 = _mm256_add_epi8(_mm256_loadu_si256((const __m256i*)(const void*)E8[r]), v_eoff);
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) {
+            /* F = max(the products' E, C's exponent) + 127, in the exponent field */
+            const __m256i f23 = _mm256_max_epi32(word_byte_field(f8, v), _mm256_and_si256(c[r][v], v_field));
+            f_max = _mm256_max_epi32(f_max, f23);
+#if MM_CPU_GRID_MIN + MM_CPU_RZ_FRAC_MAX >= MM_CPU_E_FLOOR
+            f_min = _mm256_min_epi32(f_min, f23);
+#endif
+            const __m256 s = _mm256_castsi256_ps(_mm256_sub_epi32(v_sadd, f23));
+            const __m256i cterm = _mm256_cvttps_epi32(_mm256_mul_ps(_mm256_castsi256_ps(c[r][v]), s));
+            T[r][v] = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_add_epi32(f23, v_madd), cterm));
+        }
+    }
+    for (int i = 0; i < npf; i++) mm_cpu_prefetch_a_line(pf, as, MR, i);
+    for (int k = 0; k < n; k++) {
+        const int32_t* rec = bk + (int64_t)k * STRIDE;
+        _mm_prefetch((const char*)(const void*)(rec + n * STRIDE), _MM_HINT_T0); /* the next pass 1's */
+        const mm_cpu_f32* vb = mm_cpu_cvalues(rec + MM_CPU_PANEL_V(W));
+        __m256 bv[NV];
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) bv[v] = _mm256_loadu_ps(vb + v * VL);
+#pragma GCC unroll 4
+        for (int r = 0; r < MR; r++) {
+            const __m256 av = _mm256_broadcast_ss(mm_cpu_cvalues(ak + r * as + MM_CPU_A_WORDS * k + MM_CPU_A_V));
+#pragma GCC unroll 4
+            for (int v = 0; v < NV; v++) T[r][v] = _mm256_fmadd_ps(av, bv[v], T[r][v]);
+        }
+    }
+    /* The block result (cpu_kernel_avx512.c's composition): T + n, minus M, times 2^A_BIAS in
+     * one exact FMA, then the keep bits, truncated. */
+    const __m256i keep_mask = _mm256_set1_epi32((int32_t)p->keep_mask);
+    const __m256 v_unbias = _mm256_castsi256_ps(_mm256_set1_epi32((127 + MM_CPU_A_BIAS) << 23));
+    const __m256i v_expo = _mm256_set1_epi32((int32_t)0xFF800000u);
+    const __m256i v_mb = _mm256_set1_epi32((int32_t)(((uint32_t)MM_CPU_A_BIAS << 23) | 0x400000u));
+    /* vector by vector, the rows inside: 16 registers hold a vector's B words, the rows' A
+     * words and the constants, where the rows outside kept all of B's words and spilled */
+    uint32_t pos[MR], neg[MR];
+    for (int r = 0; r < MR; r++) mm_cpu_a_signs(ak + r * as, n, &pos[r], &neg[r]);
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; v++) {
+        const __m256i bp = b_sign_words(bsign, kb, n, 0, v), bn = b_sign_words(bsign, kb, n, 1, v);
+#pragma GCC unroll 4
+        for (int r = 0; r < MR; r++) {
+            const __m256i ap = _mm256_set1_epi32((int32_t)pos[r]), an = _mm256_set1_epi32((int32_t)neg[r]);
+            const __m256i tb = _mm256_add_epi32(_mm256_castps_si256(T[r][v]), negatives(ap, an, bp, bn));
+            T[r][v] = _mm256_castsi256_ps(tb);
+            const __m256 mb = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_and_si256(tb, v_expo), v_mb));
+            const __m256 sum = _mm256_fmsub_ps(_mm256_castsi256_ps(tb), v_unbias, mb);
+            c[r][v] = _mm256_and_si256(_mm256_castps_si256(sum), keep_mask);
+        }
+    }
+    __m256i out_of_range = _mm256_cmpgt_epi32(f_max, _mm256_set1_epi32((MM_CPU_GRID_MAX_NARROW + p->frac + 127) << 23));
+#if MM_CPU_GRID_MIN + MM_CPU_RZ_FRAC_MAX >= MM_CPU_E_FLOOR
+    out_of_range = _mm256_or_si256(out_of_range,
+                                   _mm256_cmpgt_epi32(_mm256_set1_epi32((MM_CPU_GRID_MIN + p->frac + 127) << 23), f_min));
+#endif
+    if (!_mm256_testz_si256(out_of_range, out_of_range)) {
+        /* those lanes composed exactly from the integer sums (T holds n now) */
+        const __m256i v_fbits = _mm256_set1_epi32(0x7FFFFF), v_half = _mm256_set1_epi32(0x400000);
+        const __m256i v_mbase = _mm256_set1_epi32(127 + 23 - MM_CPU_A_BIAS); /* M's field - grid */
+        __m256i S[MR][NV], G[MR][NV], zero[MR][NV];
+#pragma GCC unroll 4
+        for (int r = 0; r < MR; r++)
+#pragma GCC unroll 4
+            for (int v = 0; v < NV; v++) {
+                const __m256i tb = _mm256_castps_si256(T[r][v]);
+                G[r][v] = _mm256_sub_epi32(_mm256_srli_epi32(tb, 23), v_mbase);
+                S[r][v] = _mm256_sub_epi32(_mm256_and_si256(tb, v_fbits), v_half);
+                zero[r][v] = _mm256_setzero_si256();
+            }
+        compose_fix(c, S, zero, G, MM_CPU_GRID_MAX_NARROW, p);
+    }
 }
 
 /* The block result of the split form: D = S + S2 exactly in fp64, its `keep` leading bits
@@ -73,112 +325,63 @@ MM_AVX2_INLINE __m256i compose_split(__m256i S, __m256i S2, __m256i grid, const 
     return _mm256_andnot_si256(dzero, _mm256_add_epi32(fb, _mm256_slli_epi32(grid, 23)));
 }
 
-/* compose_fix on copies: the arrays of the hot loops never have their address taken, so the
- * compiler keeps them in registers. */
-MM_AVX2_INLINE void fix_lanes(__m256i c[MR][NV], __m256i S[MR][NV], __m256i (*S2)[NV],
-                              __m256 s[MR][NV], int grid_hi, const mm_cpu_plan* p) {
-    __m256i cc[MR][NV], SS[MR][NV], SS2[MR][NV];
-    __m256 ss[MR][NV];
-    for (int r = 0; r < MR; r++)
-        for (int v = 0; v < NV; v++) {
-            cc[r][v] = c[r][v];
-            SS[r][v] = S[r][v];
-            SS2[r][v] = S2 ? S2[r][v] : _mm256_setzero_si256();
-            ss[r][v] = s[r][v];
-        }
-    compose_fix(cc, SS, &SS2[0][0], ss, grid_hi, p);
-    for (int r = 0; r < MR; r++)
-        for (int v = 0; v < NV; v++) c[r][v] = cc[r][v];
+/* The narrow block result of one vector in the multiply form: the keep bits of (float)S with
+ * grid added to the exponent field; lanes outside that fast range flagged in *bad. */
+MM_AVX2_INLINE __m256i narrow_compose(__m256i S, __m256i grid, __m256i keep_mask, __m256i* bad) {
+    const __m256i f = _mm256_and_si256(_mm256_castps_si256(_mm256_cvtepi32_ps(S)), keep_mask);
+    const __m256i szero = _mm256_cmpeq_epi32(S, _mm256_setzero_si256());
+    const __m256i out = _mm256_or_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(MM_CPU_GRID_MIN), grid),
+                                        _mm256_cmpgt_epi32(grid, _mm256_set1_epi32(MM_CPU_GRID_MAX_NARROW)));
+    *bad = _mm256_or_si256(*bad, _mm256_andnot_si256(szero, out));
+    return _mm256_andnot_si256(szero, _mm256_add_epi32(f, _mm256_slli_epi32(grid, 23)));
 }
 
-/* Pass 2 over k in [k_begin, k_end) of a block: S += trunc((a * b) * 2^-grid), the scaling
- * an integer add G to the product's exponent field (cpu_fast.h, MM_CPU_A_BIAS). */
-MM_AVX2_INLINE void pass2(const int32_t* ak, int64_t as, const int32_t* bk, int k_begin,
-                          int k_end, const __m256i G[MR][NV], __m256i S[MR][NV]) {
-    for (int k = k_begin; k < k_end; k++) {
-        const mm_cpu_f32* vb = mm_cpu_cvalues(bk + k * STRIDE + MM_CPU_PANEL_V(W));
-        __m256 bv[NV];
-        for (int v = 0; v < NV; v++) bv[v] = _mm256_loadu_ps(vb + v * VL);
-        for (int r = 0; r < MR; r++) {
-            const __m256 av = _mm256_broadcast_ss(mm_cpu_cvalues(ak + r * as + MM_CPU_A_WORDS * k + MM_CPU_A_V));
-            for (int v = 0; v < NV; v++) {
-                const __m256i q = _mm256_add_epi32(_mm256_castps_si256(_mm256_mul_ps(av, bv[v])), G[r][v]);
-                S[r][v] = _mm256_add_epi32(S[r][v], _mm256_cvttps_epi32(_mm256_castsi256_ps(q)));
-            }
-        }
-    }
-}
-
-/* Blocks over [k0, k1) continuing from the C in c; c receives the chain's fp32 bits.
- * split = 0: one int32 sum per output (narrow presets, |S| < 2^24). split = 1: the block's
- * first ceil(n/2) terms (and C's) in S, the rest in S2, each below 2^31 (the driver checks),
- * added in fp64 (presets with more grid bits, such as b200). */
-MM_AVX2_INLINE void chain(const mm_cpu_plan* p, const int32_t* a, int64_t as, const int32_t* b,
-                          int64_t k0, int64_t k1, __m256i c[MR][NV], const int split) {
+/* The blocks over [k0, k1) of MR rows in the multiply (pass2) and split forms, continuing from
+ * the C in c (mm_chain). split = 0: one int32 sum per output (|S| < 2^24). split = 1: the
+ * block's first ceil(n/2) terms (and C's) in S, the rest in S2, each below 2^31 (the driver
+ * checks), added in fp64 (presets with more grid bits, such as b200). */
+MM_AVX2_INLINE void chain(const mm_cpu_plan* p, const mm_cpu_operands* o, int64_t k0, int64_t k1,
+                          __m256i c[MR][NV], const int split) {
+    const int64_t as = o->as;
+    const int32_t *a = o->a, *b = o->b;
     const __m256i zero = _mm256_setzero_si256();
-    const __m256i v_ff = _mm256_set1_epi32(0xFF), v_one = _mm256_set1_epi32(1);
-    const __m256i v_127 = _mm256_set1_epi32(127), v_abs = _mm256_set1_epi32(0x7FFFFFFF);
-    const __m256i v_zero_c = _mm256_set1_epi32(MM_CPU_ZERO_C_EXP);
     const __m256i v_floor = _mm256_set1_epi32(MM_CPU_E_FLOOR);
     const __m256i v_scale = _mm256_set1_epi32(127 + p->frac);
     const __m256i keep_mask = _mm256_set1_epi32((int32_t)p->keep_mask);
-    const __m256i grid_lo = _mm256_set1_epi32(MM_CPU_GRID_MIN), grid_hi = _mm256_set1_epi32(MM_CPU_GRID_MAX_NARROW);
-    const __m128i e8_init = _mm_set1_epi8(-128);
     const __m256i v_frac = _mm256_set1_epi32(p->frac), v_bias = _mm256_set1_epi32(MM_CPU_A_BIAS);
     const __m256i v_glo = _mm256_set1_epi32(MM_CPU_PROD_EXP_MIN - p->frac), v_ghi = _mm256_set1_epi32(MM_CPU_PROD_EXP_MAX);
     for (int64_t kb = k0; kb < k1; kb += p->block) {
         const int n = (int)(k1 - kb < p->block ? k1 - kb : p->block);
         const int32_t* ak = a + MM_CPU_A_WORDS * kb;
         const int32_t* bk = b + kb * STRIDE;
-        /* Pass 1: the products' largest alignment exponent, 16 columns per int8 vector (the
-         * sums add with signed saturation: cpu_fast.h, MM_CPU_ZERO_EXP); even and odd k in
-         * separate maxima, so two max chains run at once. */
-        __m128i E8[MR], E8b[MR];
-        for (int r = 0; r < MR; r++) E8[r] = E8b[r] = e8_init;
-        int k = 0;
-        for (; k + 1 < n; k += 2) {
-            const __m128i eb0 = _mm_loadu_si128((const __m128i*)(bk + k * STRIDE));
-            const __m128i eb1 = _mm_loadu_si128((const __m128i*)(bk + (k + 1) * STRIDE));
-            for (int r = 0; r < MR; r++) {
-                const __m128i ea0 = _mm_set1_epi32(ak[r * as + MM_CPU_A_WORDS * k]);
-                const __m128i ea1 = _mm_set1_epi32(ak[r * as + MM_CPU_A_WORDS * (k + 1)]);
-                E8[r] = _mm_max_epi8(E8[r], _mm_adds_epi8(ea0, eb0));
-                E8b[r] = _mm_max_epi8(E8b[r], _mm_adds_epi8(ea1, eb1));
-            }
-        }
-        if (k < n) {
-            const __m128i eb0 = _mm_loadu_si128((const __m128i*)(bk + k * STRIDE));
-            for (int r = 0; r < MR; r++)
-                E8[r] = _mm_max_epi8(E8[r], _mm_adds_epi8(_mm_set1_epi32(ak[r * as + MM_CPU_A_WORDS * k]), eb0));
-        }
-        for (int r = 0; r < MR; r++) E8[r] = _mm_max_epi8(E8[r], E8b[r]);
+        /* A's rows stream from L3 or memory: pass 1 fetches the block after next. */
+        uint8_t E8[MR][W];
+        const int npf = kb + 2 * p->block < k1 ? MR * mm_cpu_a_lines(p->block) : 0;
+        const int32_t* pf = ak + MM_CPU_A_WORDS * 2 * p->block;
+        for (int i = n; i < npf; i++) mm_cpu_prefetch_a_line(pf, as, MR, i);
+        pass1(ak, as, bk, n, E8, pf, npf);
         /* E with C's exponent, s = 2^(frac - E), S = trunc(C * s). E itself is not kept: the
          * grid is recovered from s (exact unless E was raised to the floor, and then S = 0). */
         __m256i S[MR][NV], G[MR][NV];
         __m256 s[MR][NV];
-        for (int r = 0; r < MR; r++) {
-            const __m256i ep[NV] = {_mm256_cvtepi8_epi32(E8[r]), _mm256_cvtepi8_epi32(_mm_srli_si128(E8[r], 8))};
+        for (int r = 0; r < MR; r++)
             for (int v = 0; v < NV; v++) {
                 const __m256i cb = p->c_late ? zero : c[r][v]; /* a late C joins after the block */
-                const __m256i field = _mm256_and_si256(_mm256_srli_epi32(cb, 23), v_ff);
-                const __m256i ce = _mm256_blendv_epi8(_mm256_sub_epi32(_mm256_max_epi32(field, v_one), v_127), v_zero_c,
-                                                      _mm256_cmpeq_epi32(_mm256_and_si256(cb, v_abs), zero));
-                const __m256i ef = _mm256_max_epi32(_mm256_max_epi32(ep[v], ce), v_floor);
+                const __m256i ef = _mm256_max_epi32(_mm256_max_epi32(lanes_e(E8[r], v), c_exponent(cb)), v_floor);
                 s[r][v] = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_sub_epi32(v_scale, ef), 23));
                 S[r][v] = _mm256_cvttps_epi32(_mm256_mul_ps(_mm256_castsi256_ps(cb), s[r][v]));
                 G[r][v] = _mm256_slli_epi32(_mm256_sub_epi32(v_bias, _mm256_min_epi32(_mm256_max_epi32(
                                                 _mm256_sub_epi32(ef, v_frac), v_glo), v_ghi)), 23);
             }
-        }
         /* Pass 2: every product cut toward zero to the grid, summed exactly. */
+        __m256i bad = zero;
         if (split) { /* the block's second half into S2 */
-            __m256i S2[MR][NV];
+            __m256i S2[MR][NV], c_old[MR][NV];
             for (int r = 0; r < MR; r++)
                 for (int v = 0; v < NV; v++) S2[r][v] = zero;
             const int h = (n + 1) / 2;
             pass2(ak, as, bk, 0, h, G, S);
             pass2(ak, as, bk, h, n, G, S2);
-            __m256i bad = zero, c_old[MR][NV];
             for (int r = 0; r < MR; r++)
                 for (int v = 0; v < NV; v++) {
                     c_old[r][v] = c[r][v];
@@ -192,61 +395,31 @@ MM_AVX2_INLINE void chain(const mm_cpu_plan* p, const int32_t* a, int64_t as, co
             continue;
         }
         pass2(ak, as, bk, 0, n, G, S);
-        /* The block result: keep bits of (float)S, exponent + grid. */
-        __m256i bad = zero;
         for (int r = 0; r < MR; r++)
-            for (int v = 0; v < NV; v++) {
-                const __m256i grid = grid_of(s[r][v]);
-                const __m256i f = _mm256_and_si256(_mm256_castps_si256(_mm256_cvtepi32_ps(S[r][v])), keep_mask);
-                const __m256i szero = _mm256_cmpeq_epi32(S[r][v], zero);
-                const __m256i out = _mm256_or_si256(_mm256_cmpgt_epi32(grid_lo, grid), _mm256_cmpgt_epi32(grid, grid_hi));
-                bad = _mm256_or_si256(bad, _mm256_andnot_si256(szero, out));
-                c[r][v] = _mm256_andnot_si256(szero, _mm256_add_epi32(f, _mm256_slli_epi32(grid, 23)));
-            }
+            for (int v = 0; v < NV; v++) c[r][v] = narrow_compose(S[r][v], grid_of(s[r][v]), keep_mask, &bad);
         if (!_mm256_testz_si256(bad, bad)) fix_lanes(c, S, NULL, s, MM_CPU_GRID_MAX_NARROW, p);
     }
 }
 
-/* mm_split_acc for the tile; resume: continue from the state in acc (cpu_fast.h). */
-MM_AVX2_INLINE void tile_impl(const mm_cpu_plan* p, const int32_t* a, int64_t as, const int32_t* b,
-                              int64_t k0, int64_t k1, float* acc, const int resume,
-                              const int split) {
-    __m256i c[MR][NV];
-    if (p->fast) {
-        for (int r = 0; r < MR; r++)
-            for (int v = 0; v < NV; v++) c[r][v] = resume ? _mm256_loadu_si256((const __m256i*)(acc + r * W + v * VL)) : _mm256_setzero_si256();
-        chain(p, a, as, b, k0, k1, c, split);
-        for (int r = 0; r < MR; r++)
-            for (int v = 0; v < NV; v++) _mm256_storeu_si256((__m256i*)(acc + r * W + v * VL), c[r][v]);
-        return;
-    }
-    const int64_t interval = p->promote_k;
-    __m256 main_acc[MR][NV];
-    for (int r = 0; r < MR; r++)
-        for (int v = 0; v < NV; v++) main_acc[r][v] = resume ? _mm256_loadu_ps(acc + r * W + v * VL) : _mm256_setzero_ps();
-    for (int64_t k = k0; k < k1; k += interval) {
-        for (int r = 0; r < MR; r++) /* each promotion interval's chain starts from +0 */
-            for (int v = 0; v < NV; v++) c[r][v] = _mm256_setzero_si256();
-        chain(p, a, as, b, k, k1 - k < interval ? k1 : k + interval, c, split);
-        for (int r = 0; r < MR; r++) /* the promotion: an IEEE fp32 add, round to nearest */
-            for (int v = 0; v < NV; v++) main_acc[r][v] = _mm256_add_ps(main_acc[r][v], _mm256_castsi256_ps(c[r][v]));
-    }
-    for (int r = 0; r < MR; r++)
-        for (int v = 0; v < NV; v++) _mm256_storeu_ps(acc + r * W + v * VL, main_acc[r][v]);
-}
+/* The tile schedule (chain_rz, chains, tile, tile_split) on this file's vectors; the FMA form
+ * runs with MXCSR rounding toward zero (file comment), the caller's MXCSR put back after. */
+typedef __m256i mm_vi;
+typedef __m256 mm_vf;
+#define MM_SIMD MM_AVX2
+#define MM_SIMD_INLINE MM_AVX2_INLINE
+#define MM_VI_LOAD(p) _mm256_loadu_si256((const __m256i*)(const void*)(p))
+#define MM_VI_STORE(p, x) _mm256_storeu_si256((__m256i*)(void*)(p), x)
+#define MM_VI_ZERO() _mm256_setzero_si256()
+#define MM_VF_LOAD(p) _mm256_loadu_ps(p)
+#define MM_VF_STORE(p, x) _mm256_storeu_ps(p, x)
+#define MM_VF_ZERO() _mm256_setzero_ps()
+#define MM_VF_ADD_BITS(a, x) _mm256_add_ps(a, _mm256_castsi256_ps(x))
+#define MM_RZ_ENTER() const unsigned caller_csr = rz_enter()
+#define MM_RZ_LEAVE() mxcsr_set(caller_csr)
+#include "cpu_kernel_simd_tiles.h"
 
-MM_AVX2 static void tile(const mm_cpu_plan* p, const mm_cpu_operands* o, int64_t k0, int64_t k1, float* acc,
-                         int resume) {
-    tile_impl(p, o->a, o->as, o->b, k0, k1, acc, resume, 0);
-}
-
-MM_AVX2 static void tile_split(const mm_cpu_plan* p, const mm_cpu_operands* o, int64_t k0, int64_t k1,
-                               float* acc, int resume) {
-    tile_impl(p, o->a, o->as, o->b, k0, k1, acc, resume, 1);
-}
-
-const mm_cpu_kernel mm_cpu_kernel_avx2 = {"avx2", MR, W, MR, tile, tile_split, MM_CPU_A_BIAS, MM_CPU_E_SIGNED, MM_CPU_BYTES_PLAIN, 0};
+const mm_cpu_kernel mm_cpu_kernel_avx2 = {"avx2", TR, W, MR, tile, tile_split, MM_CPU_A_BIAS, MM_CPU_E_CODED, MM_CPU_BYTES_WORDS, 1};
 
 #else
-const mm_cpu_kernel mm_cpu_kernel_avx2 = {"avx2", 1, 1, 1, 0, 0, 0, MM_CPU_E_SIGNED, MM_CPU_BYTES_PLAIN, 0};
+const mm_cpu_kernel mm_cpu_kernel_avx2 = {"avx2", 1, 1, 1, 0, 0, 0, MM_CPU_E_CODED, MM_CPU_BYTES_WORDS, 0};
 #endif

@@ -178,11 +178,7 @@ MM_AVX512 __attribute__((noinline)) static void compose_fix(__m512i c[MR][NV], c
             _mm512_storeu_si512(s2, S2[r][v]);
             _mm512_storeu_si512(gr, grid[r][v]);
             _mm512_storeu_si512(o, c[r][v]);
-            for (int l = 0; l < VL; l++) {
-                const int64_t sum = (int64_t)s1[l] + s2[l];
-                if (gr[l] < MM_CPU_GRID_MIN || gr[l] > grid_hi) /* +0 where sum is 0 */
-                    o[l] = (int32_t)mm_cpu_compose(sum, gr[l], p->keep);
-            }
+            mm_cpu_compose_lanes(o, s1, s2, gr, VL, grid_hi, p->keep);
             c[r][v] = _mm512_loadu_si512(o);
         }
 }
@@ -243,12 +239,6 @@ MM_AVX512_INLINE void pass2(const int32_t* ak, int64_t as, const int32_t* bk, in
     }
 }
 
-/* A block of n k holds MR * a_lines(n) lines of A words (MM_CPU_A_WORDS * n words per row);
- * prefetch_a_line fetches its line i, the rows taken in turn. */
-static inline int a_lines(int n) { return (MM_CPU_A_WORDS * n + 15) / 16; }
-MM_AVX512_INLINE void prefetch_a_line(const int32_t* pf, int64_t as, int i) {
-    _mm_prefetch((const char*)(const void*)(pf + (i % MR) * as + 16 * (i / MR)), _MM_HINT_T0);
-}
 
 /* Pass 1: the products' largest alignment exponent over a block of n, 64 columns per byte vector
  * (sums of the coded exponents, cpu_fast.h, MM_CPU_E_CODED), raised to MM_CPU_E_FLOOR (a block of
@@ -259,7 +249,7 @@ MM_AVX512_INLINE void pass1(const int32_t* ak, int64_t as, const int32_t* bk, in
     __m512i e[MR];
     for (int r = 0; r < MR; r++) e[r] = _mm512_set1_epi8((char)(MM_CPU_E_FLOOR + 2 * MM_CPU_E_CODE_OFFSET));
     for (int64_t k = 0; k < n; k++) {
-        if (k < npf) prefetch_a_line(pf, as, (int)k);
+        if (k < npf) mm_cpu_prefetch_a_line(pf, as, MR, (int)k);
         const __m512i eb = _mm512_loadu_si512((const void*)(bk + k * STRIDE));
         const int32_t* ar = ak + MM_CPU_A_WORDS * k;
         for (int r = 0; r < MR; r++)
@@ -323,7 +313,7 @@ MM_AVX512_INLINE __m512i negatives(__m512i ap, __m512i an, __m512i bp, __m512i b
 /* One block of the narrow FMA form (file comment): the block result of C = c into c. E8: the
  * products' block maxima (pass 1, at least MM_CPU_E_FLOOR); bsign, kb: the panel's sign groups
  * and the block's first k (the count of negative products, taken in the composition); pf, npf:
- * the next block's A words and the number of their lines (prefetch_a_line) to fetch. Not
+ * the next block's A words and the number of their lines (mm_cpu_prefetch_a_line) to fetch. Not
  * inlined: the caller's state waits in memory, and the loop keeps its 16 sums in registers.
  * E (the block maximum with C's exponent) lies in [-90, 127] and frac is at most
  * MM_CPU_RZ_FRAC_MAX, so M = 1.5 * 2^(23 + E - frac - MM_CPU_A_BIAS) and T are normal and
@@ -368,11 +358,11 @@ MM_AVX512 __attribute__((noinline)) static void rz_block(const mm_cpu_plan* p, c
             T[r][v] = _mm512_castsi512_ps(_mm512_add_epi32(_mm512_add_epi32(f23, v_madd), cterm));
         }
     }
-    for (int i = n; i < npf; i++) prefetch_a_line(pf, as, i); /* more lines than k steps */
+    for (int i = n; i < npf; i++) mm_cpu_prefetch_a_line(pf, as, MR, i); /* more lines than k steps */
     for (int64_t k = 0; k < n; k++) {
         const int32_t* rec = bk + k * STRIDE;
         _mm_prefetch((const char*)(const void*)(rec + n * STRIDE), _MM_HINT_T0); /* the next pass 1's */
-        if (k < npf) prefetch_a_line(pf, as, (int)k);
+        if (k < npf) mm_cpu_prefetch_a_line(pf, as, MR, (int)k);
         const mm_cpu_f32* vb = mm_cpu_cvalues(rec + MM_CPU_PANEL_V(W));
         __m512 bv[NV];
         for (int v = 0; v < NV; v++) bv[v] = _mm512_loadu_ps(vb + v * VL);
@@ -473,9 +463,9 @@ MM_AVX512_INLINE void chain(const mm_cpu_plan* p, const mm_cpu_operands* o, int6
          * hardware prefetcher lags on: this form fetches the block after next from pass 1 (the
          * FMA form, chain_rz, the next block from its FMA loop). */
         uint8_t E8[MR][W];
-        const int npf = kb + 2 * p->block < k1 ? MR * a_lines(p->block) : 0;
+        const int npf = kb + 2 * p->block < k1 ? MR * mm_cpu_a_lines(p->block) : 0;
         const int32_t* pf = ak + MM_CPU_A_WORDS * 2 * p->block;
-        for (int i = n; i < npf; i++) prefetch_a_line(pf, as, i); /* more lines than k steps */
+        for (int i = n; i < npf; i++) mm_cpu_prefetch_a_line(pf, as, MR, i); /* more lines than k steps */
         pass1(ak, as, bk, n, E8, pf, npf);
         /* E with C's exponent, s = 2^(frac - E), S = trunc(C * s); the grid is later recovered
          * from s (as in the AVX2 kernel). */
@@ -521,75 +511,21 @@ MM_AVX512_INLINE void chain(const mm_cpu_plan* p, const mm_cpu_operands* o, int6
     }
 }
 
-/* The FMA form's blocks over [k0, k1) of the tile's groups of MR rows, taken in turn block by
- * block: each group's block begins while the one before it finishes (its setup waits on its own
- * C only), and the groups after the first find the block's panel records in L1. */
-MM_AVX512_INLINE void chain_rz(const mm_cpu_plan* p, const mm_cpu_operands* o, int64_t k0, int64_t k1,
-                               __m512i c[TR][NV]) {
-    const int64_t as = o->as;
-    for (int64_t kb = k0; kb < k1; kb += p->block) {
-        const int n = (int)(k1 - kb < p->block ? k1 - kb : p->block);
-        const int nn = kb + n < k1 ? (int)(k1 - kb - n < p->block ? k1 - kb - n : p->block) : 0;
-        const int32_t* bk = o->b + kb * STRIDE;
-        for (int i = 0; i < o->rows; i += MR) {
-            const int32_t* ak = o->a + i * as + MM_CPU_A_WORDS * kb;
-            uint8_t E8[MR][W];
-            pass1(ak, as, bk, n, E8, ak, 0);
-            rz_block(p, ak, as, bk, n, E8, o->bsign, kb, c + i, ak + MM_CPU_A_WORDS * n, MR * a_lines(nn));
-        }
-    }
-}
-
-/* The chains of the tile's rows over [k0, k1): the FMA form's by chain_rz, the others' row
- * group by row group. */
-MM_AVX512_INLINE void chains(const mm_cpu_plan* p, const mm_cpu_operands* o, int64_t k0, int64_t k1,
-                             __m512i c[TR][NV], const int split) {
-    if (!split && p->rz) {
-        chain_rz(p, o, k0, k1, c);
-        return;
-    }
-    for (int i = 0; i < o->rows; i += MR) {
-        const mm_cpu_operands rows = {o->a + i * o->as, o->as, MR, o->b, o->bsign};
-        chain(p, &rows, k0, k1, c + i, split);
-    }
-}
-
-/* mm_split_acc for the tile's rows; resume: continue from the state in acc (cpu_fast.h). */
-MM_AVX512_INLINE void tile_impl(const mm_cpu_plan* p, const mm_cpu_operands* o, int64_t k0, int64_t k1,
-                                float* acc, const int resume, const int split) {
-    __m512i c[TR][NV];
-    if (p->fast) {
-        for (int r = 0; r < o->rows; r++)
-            for (int v = 0; v < NV; v++) c[r][v] = resume ? _mm512_loadu_si512(acc + r * W + v * VL) : _mm512_setzero_si512();
-        chains(p, o, k0, k1, c, split);
-        for (int r = 0; r < o->rows; r++)
-            for (int v = 0; v < NV; v++) _mm512_storeu_si512(acc + r * W + v * VL, c[r][v]);
-        return;
-    }
-    const int64_t interval = p->promote_k;
-    __m512 main_acc[TR][NV];
-    for (int r = 0; r < o->rows; r++)
-        for (int v = 0; v < NV; v++) main_acc[r][v] = resume ? _mm512_loadu_ps(acc + r * W + v * VL) : _mm512_setzero_ps();
-    for (int64_t k = k0; k < k1; k += interval) {
-        for (int r = 0; r < o->rows; r++) /* each promotion interval's chain starts from +0 */
-            for (int v = 0; v < NV; v++) c[r][v] = _mm512_setzero_si512();
-        chains(p, o, k, k1 - k < interval ? k1 : k + interval, c, split);
-        for (int r = 0; r < o->rows; r++) /* the promotion: an IEEE fp32 add, round to nearest */
-            for (int v = 0; v < NV; v++) main_acc[r][v] = _mm512_add_ps(main_acc[r][v], _mm512_castsi512_ps(c[r][v]));
-    }
-    for (int r = 0; r < o->rows; r++)
-        for (int v = 0; v < NV; v++) _mm512_storeu_ps(acc + r * W + v * VL, main_acc[r][v]);
-}
-
-MM_AVX512 static void tile(const mm_cpu_plan* p, const mm_cpu_operands* o, int64_t k0, int64_t k1, float* acc,
-                           int resume) {
-    tile_impl(p, o, k0, k1, acc, resume, 0);
-}
-
-MM_AVX512 static void tile_split(const mm_cpu_plan* p, const mm_cpu_operands* o, int64_t k0, int64_t k1,
-                                 float* acc, int resume) {
-    tile_impl(p, o, k0, k1, acc, resume, 1);
-}
+/* The tile schedule (chain_rz, chains, tile, tile_split) on this file's vectors. */
+typedef __m512i mm_vi;
+typedef __m512 mm_vf;
+#define MM_SIMD MM_AVX512
+#define MM_SIMD_INLINE MM_AVX512_INLINE
+#define MM_VI_LOAD(p) _mm512_loadu_si512(p)
+#define MM_VI_STORE(p, x) _mm512_storeu_si512(p, x)
+#define MM_VI_ZERO() _mm512_setzero_si512()
+#define MM_VF_LOAD(p) _mm512_loadu_ps(p)
+#define MM_VF_STORE(p, x) _mm512_storeu_ps(p, x)
+#define MM_VF_ZERO() _mm512_setzero_ps()
+#define MM_VF_ADD_BITS(a, x) _mm512_add_ps(a, _mm512_castsi512_ps(x))
+#define MM_RZ_ENTER() /* the FMAs name their rounding */
+#define MM_RZ_LEAVE()
+#include "cpu_kernel_simd_tiles.h"
 
 MM_CPU_AVX512_KERNEL = {"avx512", TR, W, MR, tile, tile_split, MM_CPU_A_BIAS, MM_CPU_E_CODED, MM_CPU_BYTES_WORDS, 1};
 

@@ -356,7 +356,7 @@ def test_k_beyond_the_decode_budget_streams_to_the_reference_bits(splits, scheme
     """A K whose decoded panel would exceed the per-thread budget (cpu_fast.c) is streamed in
     segments (split states carried across them) and gives the reference's bits."""
     rng = np.random.default_rng(5)
-    K = 52_432  # above 52 428, the portable/AVX2 limit, and a multiple of 16
+    K = 52_432  # above 52 428, the largest limit (portable), and a multiple of 16
     x = as_fp8(fp8_codes(rng, 3, K, "e4m3", "clustered"), "e4m3")
     w = as_fp8(fp8_codes(rng, 2, K, "e4m3", "clustered"), "e4m3")
     for fast in (True, False):

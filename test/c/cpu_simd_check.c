@@ -8,8 +8,8 @@
  * a random C rounding mode (which must change no bit) and with a row of A all +-0. Then every
  * pair of codes (both formats each side) as the second product of a block under a dominant first
  * product of several sizes and signs, alone and joined by the first block's result as C: each
- * product's cut toward zero at every grid offset and sign, which the AVX-512 kernel's floors of
- * enlarged products and count of negative products must match (pairs_check).
+ * product's cut toward zero at every grid offset and sign, which the FMA form's floors of
+ * enlarged products and count of negative products (AVX-512, AVX2) must match (pairs_check).
  * Usage: cpu_simd_check [iterations] [seed]. Prints "<n> iterations, <f> failures; ...". */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -122,12 +122,13 @@ int main(int argc, char** argv) {
     if (!rng_state) rng_state = 1;
     const char* paths[] = {"portable", "avx2", "avx512"};
     int failures = 0, ran[3] = {0, 0, 0};
-    /* The caller's rounding mode changes no bit (both backends compute in round to nearest):
-     * every fourth GEMM runs under a random one, the reference once more under round to
-     * nearest. */
+    /* The caller's rounding mode changes no bit (both backends compute in round to nearest),
+     * and a GEMM leaves it as it was (the AVX2 kernel's FMA form sets MXCSR's): every fourth
+     * GEMM runs under a random one, the reference once more under round to nearest. */
     static const int modes[] = {FE_TONEAREST, FE_DOWNWARD, FE_UPWARD, FE_TOWARDZERO};
     for (int it = 0; it < iters; it++) {
-        fesetround(modes[it % 4 == 3 ? rnd() % 4 : 0]);
+        const int caller_mode = modes[it % 4 == 3 ? rnd() % 4 : 0];
+        fesetround(caller_mode);
         mm_gemm g;
         memset(&g, 0, sizeof g);
         g.M = 1 + (int64_t)(rnd() % (rnd() % 4 ? 13 : 40)); /* AVX-512 tiles: up to 16 rows */
@@ -200,6 +201,11 @@ int main(int argc, char** argv) {
                     return 2;
                 }
                 ran[pi]++;
+                if (fegetround() != caller_mode) {
+                    printf("mismatch: iteration %d path %s changed the caller's rounding mode\n", it, paths[pi]);
+                    failures++;
+                    fesetround(caller_mode);
+                }
                 const int sz = mm_out_size(g.out_kind);
                 if (memcmp(ref, out, (size_t)(g.M * g.N * sz)) == 0) continue;
                 if (++failures > 10) continue;

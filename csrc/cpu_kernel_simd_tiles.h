@@ -1,0 +1,87 @@
+/* cpu_kernel_simd_tiles.h: the tile schedule of the SIMD kernels (AVX2, AVX-512).
+ *
+ * Included by cpu_kernel_avx2.c and cpu_kernel_avx512.c after they define
+ *   MR, NV, VL, W = NV * VL, TR, STRIDE: a group's rows and vectors, a tile's most rows;
+ *   MM_SIMD, MM_SIMD_INLINE: their target attributes;
+ *   mm_vi, mm_vf: the integer and fp32 vector types, and the macros MM_VI_LOAD, MM_VI_STORE,
+ *   MM_VI_ZERO, MM_VF_LOAD, MM_VF_STORE, MM_VF_ZERO, MM_VF_ADD_BITS (a + the fp32 of x's bits);
+ *   MM_RZ_ENTER(), MM_RZ_LEAVE(): what the FMA form needs around it (AVX2: MXCSR's rounding);
+ *   pass1 (a block's maxima), rz_block (a block of the FMA form) and chain (the multiply and
+ *   split forms' blocks of one group of MR rows over [k0, k1)).
+ * Defines tile and tile_split, the kernel's mm_cpu_tile_fn pair (cpu_fast.h). */
+#ifndef MMAEMU_CPU_KERNEL_SIMD_TILES_H
+#define MMAEMU_CPU_KERNEL_SIMD_TILES_H
+
+/* The FMA form's blocks over [k0, k1) of the tile's groups of MR rows, taken in turn block by
+ * block: each group's block begins while the one before it finishes (its setup waits on its own
+ * C only), and the groups after the first find the block's panel records in L1. */
+MM_SIMD_INLINE void chain_rz(const mm_cpu_plan* p, const mm_cpu_operands* o, int64_t k0, int64_t k1,
+                             mm_vi c[TR][NV]) {
+    const int64_t as = o->as;
+    MM_RZ_ENTER();
+    for (int64_t kb = k0; kb < k1; kb += p->block) {
+        const int n = (int)(k1 - kb < p->block ? k1 - kb : p->block);
+        const int nn = kb + n < k1 ? (int)(k1 - kb - n < p->block ? k1 - kb - n : p->block) : 0;
+        const int32_t* bk = o->b + kb * STRIDE;
+        for (int i = 0; i < o->rows; i += MR) {
+            const int32_t* ak = o->a + i * as + MM_CPU_A_WORDS * kb;
+            uint8_t E8[MR][W];
+            pass1(ak, as, bk, n, E8, ak, 0);
+            rz_block(p, ak, as, bk, n, E8, o->bsign, kb, c + i, ak + MM_CPU_A_WORDS * n, MR * mm_cpu_a_lines(nn));
+        }
+    }
+    MM_RZ_LEAVE();
+}
+
+/* The chains of the tile's rows over [k0, k1): the FMA form's by chain_rz, the others' row
+ * group by row group. */
+MM_SIMD_INLINE void chains(const mm_cpu_plan* p, const mm_cpu_operands* o, int64_t k0, int64_t k1,
+                           mm_vi c[TR][NV], const int split) {
+    if (!split && p->rz) {
+        chain_rz(p, o, k0, k1, c);
+        return;
+    }
+    for (int i = 0; i < o->rows; i += MR) {
+        const mm_cpu_operands rows = {o->a + i * o->as, o->as, MR, o->b, o->bsign};
+        chain(p, &rows, k0, k1, c + i, split);
+    }
+}
+
+/* mm_split_acc for the tile's rows; resume: continue from the state in acc (cpu_fast.h). */
+MM_SIMD_INLINE void tile_impl(const mm_cpu_plan* p, const mm_cpu_operands* o, int64_t k0, int64_t k1,
+                              float* acc, const int resume, const int split) {
+    mm_vi c[TR][NV];
+    if (p->fast) {
+        for (int r = 0; r < o->rows; r++)
+            for (int v = 0; v < NV; v++) c[r][v] = resume ? MM_VI_LOAD(acc + r * W + v * VL) : MM_VI_ZERO();
+        chains(p, o, k0, k1, c, split);
+        for (int r = 0; r < o->rows; r++)
+            for (int v = 0; v < NV; v++) MM_VI_STORE(acc + r * W + v * VL, c[r][v]);
+        return;
+    }
+    const int64_t interval = p->promote_k;
+    mm_vf main_acc[TR][NV];
+    for (int r = 0; r < o->rows; r++)
+        for (int v = 0; v < NV; v++) main_acc[r][v] = resume ? MM_VF_LOAD(acc + r * W + v * VL) : MM_VF_ZERO();
+    for (int64_t k = k0; k < k1; k += interval) {
+        for (int r = 0; r < o->rows; r++) /* each promotion interval's chain starts from +0 */
+            for (int v = 0; v < NV; v++) c[r][v] = MM_VI_ZERO();
+        chains(p, o, k, k1 - k < interval ? k1 : k + interval, c, split);
+        for (int r = 0; r < o->rows; r++) /* the promotion: an IEEE fp32 add, round to nearest */
+            for (int v = 0; v < NV; v++) main_acc[r][v] = MM_VF_ADD_BITS(main_acc[r][v], c[r][v]);
+    }
+    for (int r = 0; r < o->rows; r++)
+        for (int v = 0; v < NV; v++) MM_VF_STORE(acc + r * W + v * VL, main_acc[r][v]);
+}
+
+MM_SIMD static void tile(const mm_cpu_plan* p, const mm_cpu_operands* o, int64_t k0, int64_t k1, float* acc,
+                         int resume) {
+    tile_impl(p, o, k0, k1, acc, resume, 0);
+}
+
+MM_SIMD static void tile_split(const mm_cpu_plan* p, const mm_cpu_operands* o, int64_t k0, int64_t k1,
+                               float* acc, int resume) {
+    tile_impl(p, o, k0, k1, acc, resume, 1);
+}
+
+#endif /* MMAEMU_CPU_KERNEL_SIMD_TILES_H */
