@@ -105,6 +105,8 @@ typedef struct {
     uint8_t pos[256], neg[256]; /* a positive, a negative value (the sign words) */
     float v[256];
     uint8_t special[256]; /* NaN or Inf */
+    int fmt;
+    int simd_b; /* B's table for the SIMD kernels (coded, no bias, not enlarged): AVX2 decodes it */
 } mm_cpu_lut;
 
 /* Every code's decoded form; the value is m * 2^(lsb - bias), exact in fp32, times
@@ -112,6 +114,8 @@ typedef struct {
  * bytes (cpu_fast.h, MM_CPU_E_CODED). */
 static void lut_make(mm_cpu_lut* t, int fmt, int bias, int e_code, int enlarge) {
     const float grow = 1.0f + mm_bits_f32((uint32_t)(127 - MM_CPU_RZ_ENLARGE) << 23);
+    t->fmt = fmt;
+    t->simd_b = bias == 0 && !enlarge && e_code == MM_CPU_E_CODED;
     for (int code = 0; code < 256; code++) {
         const mm_fp8 d = mm_decode_fp8((uint8_t)code, fmt);
         t->special[code] = d.cls == MM_CLS_NAN || d.cls == MM_CLS_INF;
@@ -192,11 +196,13 @@ static inline uint8_t decode_b_code(const mm_cpu_lut* t, uint8_t code, mm_cpu_i8
 /* Columns [j0, j0 + w) of B over k in [k0, k1) as a panel, its record 0 at k0 (columns from N
  * on are zeros), with the sign groups where pn has room for them; col_special[c] =
  * column j0 + c holds NaN/Inf in that range. */
+static int cpu_has(const char* what);
+
 static void decode_b_panel(const mm_gemm* g, const mm_cpu_lut* t, int64_t j0, int w, int order,
                            int64_t k0, int64_t k1, const mm_cpu_panel* pn, uint8_t* col_special) {
     int32_t* panel = pn->rec;
     const int64_t len = k1 - k0, stride = MM_CPU_PANEL_STRIDE(w);
-    const uint8_t* src[64];
+    const uint8_t* src[64] = {0};
     uint8_t pos[64] = {0}; /* column c's byte in the exponent plane */
     int real = 0; /* columns j0 .. j0 + real - 1 exist */
     for (int c = 0; c < w; c++) {
@@ -213,12 +219,19 @@ static void decode_b_panel(const mm_gemm* g, const mm_cpu_lut* t, int64_t j0, in
      * cost more than the kernel at small M: measured on Zen 4). Against record by record over K,
      * 1.06x at 64 x 5760 x 1920 and 1.2x at M = 1 (same-minutes medians, the Intel Xeon of
      * benchmarks/results/cpu.md). */
+    static const uint8_t zeros[MM_CPU_SIGN_SPAN]; /* code 0 (+0): the columns from N on */
+    /* whole groups of the SIMD kernels' panels: AVX2, 32 columns at a time (cpu_decode_avx2.c) */
+    const int simd = order == MM_CPU_BYTES_WORDS && t->simd_b && cpu_has("avx2");
     for (int64_t kg = 0; kg < len; kg += MM_CPU_SIGN_SPAN) {
         const int span = (int)(len - kg < MM_CPU_SIGN_SPAN ? len - kg : MM_CPU_SIGN_SPAN);
         int32_t* rec = panel + kg * stride;
         uint32_t* group = pn->sign ? pn->sign + kg / MM_CPU_SIGN_SPAN * MM_CPU_SIGN_GROUP_WORDS(w) : NULL;
+        if (simd && span == MM_CPU_SIGN_SPAN) {
+            const uint8_t* cols[64];
+            for (int c = 0; c < w; c++) cols[c] = c < real ? src[c] + kg : zeros;
+            if (mm_cpu_decode_b_group_avx2(cols, w, t->fmt, rec, group, col_special)) continue;
+        }
         for (int c = 0; c < w; c++) {
-            static const uint8_t zeros[MM_CPU_SIGN_SPAN]; /* code 0 (+0): the columns from N on */
             const uint8_t* col = c < real ? src[c] + kg : zeros;
             mm_cpu_i8* pe = (mm_cpu_i8*)(void*)rec + pos[c];
             mm_cpu_f32* pv = mm_cpu_values(rec + MM_CPU_PANEL_V(w)) + c;

@@ -251,6 +251,15 @@ static inline uint32_t mm_cpu_compose(int64_t S, int grid, int keep) {
     return mm_f32_bits(mm_compose_f32(sign, A, grid));
 }
 
+/* One sign group (32 k) of a B panel of the SIMD kernels' layout (MM_CPU_E_CODED,
+ * MM_CPU_BYTES_WORDS, w = 32 or 64) decoded with AVX2 (cpu_decode_avx2.c), as the scalar
+ * decoder would: its records from rec on, its sign words into group (or none: NULL), and
+ * col_special[c] |= 1 where column c holds a NaN/Inf code; cols[c]: column c's 32 codes (fmt).
+ * Returns 0, doing nothing, for a layout or format it does not cover. Call only where the CPU
+ * has AVX2. */
+int mm_cpu_decode_b_group_avx2(const uint8_t* const* cols, int w, int fmt, int32_t* rec, uint32_t* group,
+                               uint8_t* col_special);
+
 /* compose_fix of the SIMD kernels, on one vector's lanes stored to memory: the lanes whose grid
  * lies outside [MM_CPU_GRID_MIN, grid_hi] get mm_cpu_compose of their integer sum s1 + s2 (+0
  * where it is 0); the others keep the fast composition in o. */

@@ -219,6 +219,9 @@ MM_AVX2 __attribute__((noinline)) static void rz_block(const mm_cpu_plan* p, con
     const __m256i v_eoff = _mm256_set1_epi8((char)(127 - 2 * MM_CPU_E_CODE_OFFSET)); /* pass 1's code -> F */
     const __m256i v_field = _mm256_set1_epi32(0x7F800000);
     __m256 T[MR][NV];
+    /* M * 2^MM_CPU_A_BIAS for the composition, kept in memory through the loop */
+    __m256i Mb[MR][NV];
+    const __m256i v_bias = _mm256_set1_epi32(MM_CPU_A_BIAS << 23);
     /* The largest F over the tile (field position), checked once after the loop, as in the
      * AVX-512 kernel (compose_fix takes the lanes out of the composition's exact range). */
     _Static_assert(MM_CPU_GRID_MAX_NARROW + MM_CPU_RZ_FRAC_MAX + 127 <= 255 && MM_CPU_GRID_MIN + 127 >= 0,
@@ -240,7 +243,9 @@ MM_AVX2 __attribute__((noinline)) static void rz_block(const mm_cpu_plan* p, con
 #endif
             const __m256 s = _mm256_castsi256_ps(_mm256_sub_epi32(v_sadd, f23));
             const __m256i cterm = _mm256_cvttps_epi32(_mm256_mul_ps(_mm256_castsi256_ps(c[r][v]), s));
-            T[r][v] = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_add_epi32(f23, v_madd), cterm));
+            const __m256i m = _mm256_add_epi32(f23, v_madd);
+            T[r][v] = _mm256_castsi256_ps(_mm256_add_epi32(m, cterm));
+            Mb[r][v] = _mm256_add_epi32(m, v_bias);
         }
     }
     for (int i = 0; i < npf; i++) mm_cpu_prefetch_a_line(pf, as, MR, i);
@@ -259,11 +264,10 @@ MM_AVX2 __attribute__((noinline)) static void rz_block(const mm_cpu_plan* p, con
         }
     }
     /* The block result (cpu_kernel_avx512.c's composition): T + n, minus M, times 2^A_BIAS in
-     * one exact FMA, then the keep bits, truncated. */
+     * one exact FMA, then the keep bits, truncated; M * 2^A_BIAS from the setup rather than
+     * from T's bits (an add there for an and and an add here: 1.02x in cache). */
     const __m256i keep_mask = _mm256_set1_epi32((int32_t)p->keep_mask);
     const __m256 v_unbias = _mm256_castsi256_ps(_mm256_set1_epi32((127 + MM_CPU_A_BIAS) << 23));
-    const __m256i v_expo = _mm256_set1_epi32((int32_t)0xFF800000u);
-    const __m256i v_mb = _mm256_set1_epi32((int32_t)(((uint32_t)MM_CPU_A_BIAS << 23) | 0x400000u));
     /* vector by vector, the rows inside: 16 registers hold a vector's B words, the rows' A
      * words and the constants, where the rows outside kept all of B's words and spilled */
     uint32_t pos[MR], neg[MR];
@@ -276,7 +280,7 @@ MM_AVX2 __attribute__((noinline)) static void rz_block(const mm_cpu_plan* p, con
             const __m256i ap = _mm256_set1_epi32((int32_t)pos[r]), an = _mm256_set1_epi32((int32_t)neg[r]);
             const __m256i tb = _mm256_add_epi32(_mm256_castps_si256(T[r][v]), negatives(ap, an, bp, bn));
             T[r][v] = _mm256_castsi256_ps(tb);
-            const __m256 mb = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_and_si256(tb, v_expo), v_mb));
+            const __m256 mb = _mm256_castsi256_ps(Mb[r][v]);
             const __m256 sum = _mm256_fmsub_ps(_mm256_castsi256_ps(tb), v_unbias, mb);
             c[r][v] = _mm256_and_si256(_mm256_castps_si256(sum), keep_mask);
         }

@@ -25,7 +25,7 @@ build() { # build NAME EXTRA_FLAGS...
     local name=$1; shift
     "$CC" "${EXACT[@]}" -g -O1 -Wall -Wextra -Werror "$@" \
         -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer \
-        -Icsrc test/fuzz/fuzz_gemm.c csrc/core.c csrc/reference.c csrc/cpu_fast.c csrc/cpu_kernel_*.c \
+        -Icsrc test/fuzz/fuzz_gemm.c csrc/core.c csrc/reference.c csrc/cpu_*.c \
         -pthread -lm -o "$out/$name"
 }
 build fuzz_gemm

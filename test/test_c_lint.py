@@ -17,8 +17,8 @@ C_SOURCES = sorted(glob.glob(os.path.join(ROOT, "csrc", "*.c")))
 HARNESS = [os.path.join(ROOT, "test", "fuzz", "fuzz_gemm.c"),
            os.path.join(ROOT, "test", "fuzz", "replay_main.c")]
 TEST_PROGRAMS = sorted(glob.glob(os.path.join(cbuild.TEST_C, "*.c")))  # the C programs tests build
-CORE_FOR_FUZZ = ([os.path.join(ROOT, "csrc", f) for f in ("core.c", "reference.c", "cpu_fast.c")]
-                 + sorted(glob.glob(os.path.join(ROOT, "csrc", "cpu_kernel_*.c"))))
+CORE_FOR_FUZZ = ([os.path.join(ROOT, "csrc", f) for f in ("core.c", "reference.c")]
+                 + sorted(glob.glob(os.path.join(ROOT, "csrc", "cpu_*.c"))))  # the cpu backend
 STRICT = [*cbuild.exact_flags("c"), "-Wall", "-Wextra", "-Werror", "-I" + cbuild.CSRC,
           "-I" + cbuild.KERNELS]
 

@@ -351,6 +351,26 @@ def test_avx512_kernel_on_emulated_intrinsics(tmp_path, flags, count):
     assert ("nibble-table build" in run.stdout) == (count == "nibbles"), run.stdout  # info says which
 
 
+def test_avx2_b_decoding_writes_the_tables_panels(tmp_path):
+    """B panels decoded 32 k at a time with AVX2 (csrc/cpu_decode_avx2.c) equal, byte for byte,
+    the panels written code by code from the decoding tables (test/c/cpu_decode_check.c): records,
+    sign words and NaN/Inf flags, both formats and both SIMD panel widths."""
+    cc = cbuild.c_compiler()
+    if not cc:
+        pytest.skip("needs a C compiler")
+    csrc = ROOT / "csrc"
+    sources = [pathlib.Path(cbuild.source("cpu_decode_check.c")), csrc / "core.c", csrc / "reference.c"]
+    sources += [f for f in sorted(csrc.glob("cpu_*.c")) if f.name != "cpu_fast.c"]  # it includes cpu_fast.c
+    exe = tmp_path / "cpu_decode_check"
+    subprocess.run([cc, *cbuild.exact_flags("c"), "-O1", "-w", f"-I{csrc}", *map(str, sources), "-o", str(exe),
+                    "-lpthread", "-lm"], check=True, timeout=300)
+    run = subprocess.run([str(exe), "600", "7"], capture_output=True, text=True, timeout=300)
+    if run.returncode == 77:
+        pytest.skip("the CPU lacks AVX2")
+    assert run.returncode == 0 and " 0 failures" in run.stdout, run.stdout + run.stderr
+    assert not re.search(r"\(0 groups", run.stdout), run.stdout  # the AVX2 decoder really ran
+
+
 @pytest.mark.parametrize("splits,scheme", [(1, "none"), (3, "pairwise"), (2, "serial")])
 def test_k_beyond_the_decode_budget_streams_to_the_reference_bits(splits, scheme):
     """A K whose decoded panel would exceed the per-thread budget (cpu_fast.c) is streamed in
