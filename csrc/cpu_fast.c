@@ -406,6 +406,9 @@ static void simd_probe(void) {
         }
         probe_free(&set[i]);
     }
+    if (any && len > 0 && len < (int)sizeof simd_choice_text && cpu_has("avx2"))
+        snprintf(simd_choice_text + len, sizeof simd_choice_text - (size_t)len,
+                 "; their B panels decoded with AVX2, 32 columns at a time");
     if (!any)
         snprintf(simd_choice_text, sizeof simd_choice_text, "auto: portable (no AVX2 or AVX-512 kernel on this CPU)");
 }

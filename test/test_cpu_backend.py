@@ -270,6 +270,8 @@ def test_simd_choice_says_which_path_and_why():
     for path in PATHS:
         if path != "portable":
             assert re.search(rf"{path} [0-9.]+ GMAC/s", text), text
+    if "avx2" in PATHS:  # the SIMD kernels' B panels: csrc/cpu_decode_avx2.c
+        assert "B panels decoded with AVX2" in text, text
     if PATHS == ["portable"]:
         assert "portable" in text
     with simd_path("portable"):
