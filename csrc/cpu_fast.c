@@ -75,9 +75,9 @@ static int plan_is_narrow(const mm_gemm* g) {
 }
 
 /* The FMA form (the AVX-512 and AVX2 kernels) keeps a block's running sum in an fp32 of [2^23,
- * 2^24) units (cpu_kernel_avx512.c): every partial sum of C's term and the products' floors (each at most one
- * unit below the cut toward zero) must stay within 2^22 units, and a block's sign bits fit one
- * sign word (cpu_fast.h). hopper and ada: 32 * 28 801 + 2^14 < 2^20. */
+ * 2^24) units (cpu_kernel_avx512.c): every partial sum of C's term and the products' floors
+ * (each at most one unit below the cut toward zero) must stay within 2^22 units, and a block's
+ * sign bits fit one sign word (cpu_fast.h). hopper and ada: 32 * 28 801 + 2^14 < 2^20. */
 static int plan_fits_rz(const mm_gemm* g) {
     const mm_preset* q = &g->preset;
     const int sh0 = q->frac - fmt_man_bits(g->fmt_a) - fmt_man_bits(g->fmt_b);
@@ -193,11 +193,11 @@ static inline uint8_t decode_b_code(const mm_cpu_lut* t, uint8_t code, mm_cpu_i8
     return t->special[code];
 }
 
+static int cpu_has(const char* what);
+
 /* Columns [j0, j0 + w) of B over k in [k0, k1) as a panel, its record 0 at k0 (columns from N
  * on are zeros), with the sign groups where pn has room for them; col_special[c] =
  * column j0 + c holds NaN/Inf in that range. */
-static int cpu_has(const char* what);
-
 static void decode_b_panel(const mm_gemm* g, const mm_cpu_lut* t, int64_t j0, int w, int order,
                            int64_t k0, int64_t k1, const mm_cpu_panel* pn, uint8_t* col_special) {
     int32_t* panel = pn->rec;

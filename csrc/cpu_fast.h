@@ -14,8 +14,8 @@
  * is exact in fp32 (significands of at most 4 bits), scaling by a power of two is exact while
  * the result stays normal, and a result below 2^-126 is below 1, where trunc gives 0 however it
  * was rounded. fp32 -> int32 conversion truncates toward zero, the model's cut. (The FMA form
- * of the AVX-512 and AVX2 kernels gets the same S from floors of slightly enlarged products and the number of negative
- * products: cpu_kernel_avx512.c and MM_CPU_RZ_ENLARGE below.)
+ * of the AVX-512 and AVX2 kernels gets the same S from floors of slightly enlarged products and
+ * the number of negative products: cpu_kernel_avx512.c and MM_CPU_RZ_ENLARGE below.)
  *
  * Decoded element (both operands): e = the alignment exponent (mm_fp8.e), or MM_CPU_ZERO_EXP
  * for a zero (and for NaN/Inf, whose outputs the driver recomputes with the reference); v = the
@@ -144,8 +144,8 @@ typedef struct {
     int64_t K;
     int32_t block, frac, keep, promote_k;
     int32_t fast;
-    /* The block's running sums stay within 2^22 units (mm_cpu_fits_rz): the AVX-512 and AVX2
-     * kernels' floor-accumulating FMA form (cpu_kernel_avx512.c) applies. */
+    /* The block's running sums stay within 2^22 units (cpu_fast.c, plan_fits_rz): the AVX-512
+     * and AVX2 kernels' floor-accumulating FMA form (cpu_kernel_avx512.c) applies. */
     int32_t rz;
     int32_t c_late; /* C added after the block (mm_preset.c_late): split and wide kernels only */
     /* Clears the fp32 mantissa bits below the block result's `keep` significant bits. */

@@ -28,8 +28,10 @@
 #define MM_AVX2 __attribute__((target("avx2,fma")))
 #define MM_AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) static inline
 
-/* 2 rows x 32 columns: one 256-bit byte vector per row in pass 1, four fp32 vectors per row in
- * the sums (8 accumulators, 4 B vectors and the broadcast A value: 13 of the 16 registers). */
+/* 3 rows x 32 columns: one 256-bit byte vector per row in pass 1, four fp32 vectors per row in
+ * the sums (12 accumulators and the broadcast A value; B's vectors where registers remain, else
+ * as the FMAs' memory operands). 2 x 32, whose 8 accumulators only just cover two FMA pipes of
+ * latency 4, ran 0.81x in cache (benchmarks/results/cpu.md). */
 enum { MR = 3, NV = 4, VL = 8, W = NV * VL, STRIDE = MM_CPU_PANEL_STRIDE(W) };
 /* A tile: up to TR rows, in groups of MR that the FMA form runs block by block in turn
  * (chain_rz), so the groups after the first find the block's panel records in L1. */
@@ -248,6 +250,8 @@ MM_AVX2 __attribute__((noinline)) static void rz_block(const mm_cpu_plan* p, con
             Mb[r][v] = _mm256_add_epi32(m, v_bias);
         }
     }
+    /* the next block's A lines, all before the loop (one per k step inside it cost scalar work
+     * per step beside the FMAs; the same speed here) */
     for (int i = 0; i < npf; i++) mm_cpu_prefetch_a_line(pf, as, MR, i);
     for (int k = 0; k < n; k++) {
         const int32_t* rec = bk + (int64_t)k * STRIDE;
