@@ -16,6 +16,7 @@ then names the sub-block it was timed on.
     python benchmarks/cpu.py --threads 1          # one thread for everything timed
     python benchmarks/cpu.py --quick              # small shapes, one mode each: a smoke run
     MMAEMU_CPU_SIMD=avx2 python benchmarks/cpu.py --shapes 512x5760x1920
+    python benchmarks/cpu.py --data-scale 1       # unscaled randn: subnormal codes among them
 """
 import argparse
 import os
@@ -95,6 +96,10 @@ def tsm_sub_block(x, w, fast, budget):
         m, n = (min(M, 2 * m), n) if m < M else (m, min(N, 2 * n))
 
 
+def operands(rows, cols, scale, generator=None):
+    return (torch.randn(rows, cols, generator=generator) * scale).clamp(-448, 448).to(torch.float8_e4m3fn)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shapes", nargs="+", default=None, help="MxNxK")
@@ -108,6 +113,9 @@ def main():
                     help="also bias and row-wise epilogues (hopper modes, cpu only), with their "
                          "time relative to the tensor-wise run")
     ap.add_argument("--quick", action="store_true", help="small shapes, hopper fast only, best of 1")
+    ap.add_argument("--data-scale", type=float, default=40.0,
+                    help="operands are randn times this, clamped to +-448 (E4M3); 1 gives about "
+                         "1.2 %% subnormal codes")
     ap.add_argument("--tsm-budget", type=float, default=5.0,
                     help="seconds one torch._scaled_mm call may take; above, it is timed on a sub-block")
     args = ap.parse_args()
@@ -127,6 +135,10 @@ def main():
           f"{args.ref_rows} x {args.ref_cols} x K sub-block (single-threaded, as it always runs), "
           f"hopper modes only; torch._scaled_mm on the sub-block its cell names where one call on "
           f"the whole shape would exceed {args.tsm_budget:g} s\n")
+    sample = operands(1 << 20, 1, args.data_scale, torch.Generator().manual_seed(1)).view(torch.uint8)
+    subnormal = (((sample & 0x78) == 0) & ((sample & 0x7F) != 0)).float().mean().item()
+    print(f"operands: randn x {args.data_scale:g}, clamped to +-448, E4M3 ({100 * subnormal:.2f} % of "
+          f"their codes subnormal)\n")
     print("GMAC/s (10^9 multiply-adds per second) unless a ratio\n")
     print("| M x N x K | mode | fp32 matmul | torch._scaled_mm | mmaemu cpu | cpu / _scaled_mm | "
           "cpu / fp32 matmul | reference (sub-block) | cpu / reference |")
@@ -134,8 +146,7 @@ def main():
     torch.manual_seed(0)
     for shape in shapes:
         M, N, K = (int(v) for v in shape.lower().split("x"))
-        x = (torch.randn(M, K) * 40).clamp(-448, 448).to(torch.float8_e4m3fn)
-        w = (torch.randn(N, K) * 40).clamp(-448, 448).to(torch.float8_e4m3fn)
+        x, w = operands(M, K, args.data_scale), operands(N, K, args.data_scale)
         xf, wf = x.float(), w.float()
         macs = M * N * K
         xf @ wf.t()  # warm-up

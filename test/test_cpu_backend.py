@@ -356,7 +356,8 @@ def test_avx512_kernel_on_emulated_intrinsics(tmp_path, flags, count):
 def test_avx2_b_decoding_writes_the_tables_panels(tmp_path):
     """B panels decoded 32 k at a time with AVX2 (csrc/cpu_decode_avx2.c) equal, byte for byte,
     the panels written code by code from the decoding tables (test/c/cpu_decode_check.c): records,
-    sign words and NaN/Inf flags, both formats and both SIMD panel widths."""
+    sign words and NaN/Inf flags, both formats and both SIMD panel widths, codes with and without
+    subnormals, half of them decoded with DAZ set (no operand may be a subnormal fp32)."""
     cc = cbuild.c_compiler()
     if not cc:
         pytest.skip("needs a C compiler")
@@ -371,6 +372,8 @@ def test_avx2_b_decoding_writes_the_tables_panels(tmp_path):
         pytest.skip("the CPU lacks AVX2")
     assert run.returncode == 0 and " 0 failures" in run.stdout, run.stdout + run.stderr
     assert not re.search(r"\(0 groups", run.stdout), run.stdout  # the AVX2 decoder really ran
+    halves = re.search(r"; (\d+) of their 32-column halves with subnormal codes, (\d+) without", run.stdout)
+    assert halves and int(halves.group(1)) > 0 and int(halves.group(2)) > 0, run.stdout  # both value paths ran
 
 
 @pytest.mark.parametrize("splits,scheme", [(1, "none"), (3, "pairwise"), (2, "serial")])

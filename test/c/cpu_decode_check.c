@@ -6,10 +6,16 @@
  * the AVX2 kernel, 64: AVX-512), both formats, with and without sign words, cut by N and by k
  * ranges that end inside a sign group (those groups take the scalar decoder), codes with zeros,
  * subnormals, NaN and Inf: decode_b_panel's records, sign words and NaN/Inf flags must equal,
- * byte for byte, the panel written from lut_make's tables (cpu_fast.h's layout).
- * Usage: cpu_decode_check [panels] [seed]. Prints "<n> panels (<g> groups by AVX2), <f> failures";
- * exits 77 where the CPU lacks AVX2. */
+ * byte for byte, the panel written from lut_make's tables (cpu_fast.h's layout). Panels take turns
+ * with many subnormal codes, a few and none, so that both value paths of the decoder run and
+ * alternate within a panel; every second run of 24 panels decodes with DAZ set (MXCSR: subnormal
+ * operands read as zero), which changes the bits of any value formed from a subnormal operand,
+ * i.e. the microcode assists the decoder must not take.
+ * Usage: cpu_decode_check [panels] [seed]. Prints "<n> panels (<g> groups by AVX2; <s> of their
+ * 32-column halves with subnormal codes, <z> without), <f> failures"; exits 77 where the CPU
+ * lacks AVX2. */
 #include "cpu_fast.c"
+#include <xmmintrin.h>
 
 static uint64_t rng = 88172645463325252ull;
 static uint64_t rnd(void) {
@@ -48,16 +54,20 @@ int main(int argc, char** argv) {
     const int panels = argc > 1 ? atoi(argv[1]) : 400;
     if (argc > 2) rng = strtoull(argv[2], NULL, 10) | 1u;
     int failures = 0;
-    int64_t simd_groups = 0;
+    int64_t simd_groups = 0, halves[2] = {0, 0}; /* without, with subnormal codes */
     for (int it = 0; it < panels; it++) {
         const int fmt = it % 2 ? MM_FMT_E5M2 : MM_FMT_E4M3, w = (it / 2) % 2 ? 64 : 32, signs = (it / 4) % 2;
         const int64_t N = 1 + (int64_t)(rnd() % (uint64_t)(2 * w)), K = 1 + (int64_t)(rnd() % 300);
         const int64_t ldb = K + (int64_t)(rnd() % 5), j0 = N > w && rnd() % 2 ? w : 0;
         const int64_t k0 = (int64_t)(rnd() % (uint64_t)K), k1 = k0 + 1 + (int64_t)(rnd() % (uint64_t)(K - k0));
         uint8_t* codes = malloc((size_t)(N * ldb));
+        const int sub_max = fmt == MM_FMT_E4M3 ? 7 : 3, subnormals = it % 3; /* 0: none, 1: few, 2: many */
         for (int64_t i = 0; i < N * ldb; i++) {
             const int r = (int)(rnd() % 100);
             codes[i] = r < 10 ? (uint8_t)(rnd() & 0x80) : r < 15 ? (uint8_t)(rnd() & 0x87) : (uint8_t)rnd();
+            const int mag = codes[i] & 0x7F;
+            if (mag >= 1 && mag <= sub_max && (subnormals == 0 || (subnormals == 1 && rnd() % 64)))
+                codes[i] &= 0x80; /* a signed zero instead */
         }
         mm_cpu_lut t;
         lut_make(&t, fmt, 0, MM_CPU_E_CODED, 0);
@@ -77,18 +87,32 @@ int main(int argc, char** argv) {
         g.K = K;
         g.fmt_b = fmt;
         uint8_t special_got[64], special_want[64];
+        const unsigned csr = _mm_getcsr();
+        if ((it / 24) % 2) _mm_setcsr(csr | 0x0040); /* DAZ */
         decode_b_panel(&g, &t, j0, w, MM_CPU_BYTES_WORDS, k0, k1, &got, special_got);
+        _mm_setcsr(csr);
         expected_panel(codes, ldb, N, j0, w, k0, len, &t, &want, special_want);
         simd_groups += len / MM_CPU_SIGN_SPAN;
+        for (int64_t kg = 0; kg + MM_CPU_SIGN_SPAN <= len; kg += MM_CPU_SIGN_SPAN) /* the halves' codes */
+            for (int h = 0; h < w / 32; h++) {
+                int any = 0;
+                for (int c = 32 * h; c < 32 * h + 32 && j0 + c < N; c++)
+                    for (int i = 0; i < MM_CPU_SIGN_SPAN; i++) {
+                        const int mag = codes[(j0 + c) * ldb + k0 + kg + i] & 0x7F;
+                        any |= mag >= 1 && mag <= sub_max;
+                    }
+                halves[any]++;
+            }
         if (memcmp(got.rec, want.rec, (size_t)bytes) != 0 || memcmp(special_got, special_want, (size_t)w) != 0) {
             if (++failures <= 10)
-                printf("mismatch: panel %d fmt %d w %d signs %d N %ld j0 %ld k [%ld, %ld)\n", it, fmt, w, signs,
+                printf("mismatch: panel %d fmt %d w %d signs %d daz %d N %ld j0 %ld k [%ld, %ld)\n", it, fmt, w, signs, (it / 24) % 2,
                        (long)N, (long)j0, (long)k0, (long)k1);
         }
         free(got.rec);
         free(want.rec);
         free(codes);
     }
-    printf("%d panels (%ld groups by AVX2), %d failures\n", panels, (long)simd_groups, failures);
+    printf("%d panels (%ld groups by AVX2; %ld of their 32-column halves with subnormal codes, %ld without), "
+           "%d failures\n", panels, (long)simd_groups, (long)halves[1], (long)halves[0], failures);
     return failures ? 1 : 0;
 }
