@@ -220,7 +220,8 @@ static void decode_b_panel(const mm_gemm* g, const mm_cpu_lut* t, int64_t j0, in
      * 1.06x at 64 x 5760 x 1920 and 1.2x at M = 1 (same-minutes medians, the Intel Xeon of
      * benchmarks/results/cpu.md). */
     static const uint8_t zeros[MM_CPU_SIGN_SPAN]; /* code 0 (+0): the columns from N on */
-    /* whole groups of the SIMD kernels' panels: AVX2, 32 columns at a time (cpu_decode_avx2.c) */
+    /* whole groups of the SIMD kernels' panels: AVX-512's 64 columns where the CPU has it
+     * (cpu_decode_avx512.c), else AVX2, 32 columns at a time (cpu_decode_avx2.c) */
     const int simd = order == MM_CPU_BYTES_WORDS && t->simd_b && cpu_has("avx2");
     for (int64_t kg = 0; kg < len; kg += MM_CPU_SIGN_SPAN) {
         const int span = (int)(len - kg < MM_CPU_SIGN_SPAN ? len - kg : MM_CPU_SIGN_SPAN);
@@ -229,7 +230,9 @@ static void decode_b_panel(const mm_gemm* g, const mm_cpu_lut* t, int64_t j0, in
         if (simd && span == MM_CPU_SIGN_SPAN) {
             const uint8_t* cols[64];
             for (int c = 0; c < w; c++) cols[c] = c < real ? src[c] + kg : zeros;
-            if (mm_cpu_decode_b_group_avx2(cols, w, t->fmt, rec, group, col_special)) continue;
+            if (mm_cpu_decode_b_group_avx512(cols, w, t->fmt, rec, group, col_special) ||
+                mm_cpu_decode_b_group_avx2(cols, w, t->fmt, rec, group, col_special))
+                continue;
         }
         for (int c = 0; c < w; c++) {
             const uint8_t* col = c < real ? src[c] + kg : zeros;
@@ -408,7 +411,9 @@ static void simd_probe(void) {
     }
     if (any && len > 0 && len < (int)sizeof simd_choice_text && cpu_has("avx2"))
         snprintf(simd_choice_text + len, sizeof simd_choice_text - (size_t)len,
-                 "; their B panels decoded with AVX2, 32 columns at a time");
+                 mm_cpu_decode_avx512_runs() ? "; their B panels decoded 32 k at a time, with AVX-512 (64 columns) "
+                                               "and AVX2 (32 columns)"
+                                             : "; their B panels decoded with AVX2, 32 columns at a time");
     if (!any)
         snprintf(simd_choice_text, sizeof simd_choice_text, "auto: portable (no AVX2 or AVX-512 kernel on this CPU)");
 }

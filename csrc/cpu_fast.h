@@ -260,6 +260,14 @@ static inline uint32_t mm_cpu_compose(int64_t S, int grid, int keep) {
 int mm_cpu_decode_b_group_avx2(const uint8_t* const* cols, int w, int fmt, int32_t* rec, uint32_t* group,
                                uint8_t* col_special);
 
+/* The same for the 64-column panel of the AVX-512 kernel, with AVX-512 F and BW
+ * (cpu_decode_avx512.c); returns 0, doing nothing, for another width or format, or where the
+ * CPU lacks them. */
+int mm_cpu_decode_b_group_avx512(const uint8_t* const* cols, int w, int fmt, int32_t* rec, uint32_t* group,
+                                 uint8_t* col_special);
+/* Whether it runs on this CPU. */
+int mm_cpu_decode_avx512_runs(void);
+
 /* compose_fix of the SIMD kernels, on one vector's lanes stored to memory: the lanes whose grid
  * lies outside [MM_CPU_GRID_MIN, grid_hi] get mm_cpu_compose of their integer sum s1 + s2 (+0
  * where it is 0); the others keep the fast composition in o. */

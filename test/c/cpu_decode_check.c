@@ -1,19 +1,21 @@
-/* cpu_decode_check.c: B panels decoded with AVX2 (csrc/cpu_decode_avx2.c) against the panel
- * layout restated code by code from the decoding tables.
+/* cpu_decode_check.c: B panels decoded with AVX2 and AVX-512 (csrc/cpu_decode_avx2.c,
+ * csrc/cpu_decode_avx512.c) against the panel layout restated code by code from the decoding
+ * tables.
  *
  * Includes csrc/cpu_fast.c (built with the other csrc files but that one) to call its static
  * decoder and tables: the driver's own code, not a copy. Random panels of both SIMD widths (32:
  * the AVX2 kernel, 64: AVX-512), both formats, with and without sign words, cut by N and by k
  * ranges that end inside a sign group (those groups take the scalar decoder), codes with zeros,
  * subnormals, NaN and Inf: decode_b_panel's records, sign words and NaN/Inf flags must equal,
- * byte for byte, the panel written from lut_make's tables (cpu_fast.h's layout). Panels take turns
- * with many subnormal codes, a few and none, so that both value paths of the decoder run and
- * alternate within a panel; every second run of 24 panels decodes with DAZ set (MXCSR: subnormal
- * operands read as zero), which changes the bits of any value formed from a subnormal operand,
- * i.e. the microcode assists the decoder must not take.
- * Usage: cpu_decode_check [panels] [seed]. Prints "<n> panels (<g> groups by AVX2; <s> of their
- * 32-column halves with subnormal codes, <z> without), <f> failures"; exits 77 where the CPU
- * lacks AVX2. */
+ * byte for byte, the panel written from lut_make's tables (cpu_fast.h's layout), and so must
+ * each group decoder's alone on the whole groups (AVX2 at both widths, AVX-512 at 64 where the
+ * CPU has it). Panels take turns with many subnormal codes, a few and none, so that both value
+ * paths of the decoders run and alternate within a panel; every second run of 24 panels decodes
+ * with DAZ set (MXCSR: subnormal operands read as zero), which changes the bits of any value
+ * formed from a subnormal operand, i.e. the microcode assists the decoders must not take.
+ * Usage: cpu_decode_check [panels] [seed]. Prints "<n> panels (<g> groups by SIMD; <s> of their
+ * 32-column halves with subnormal codes, <z> without; alone: <a> groups by AVX2, <b> by
+ * AVX-512), <f> failures"; exits 77 where the CPU lacks AVX2. */
 #include "cpu_fast.c"
 #include <xmmintrin.h>
 
@@ -46,6 +48,25 @@ static void expected_panel(const uint8_t* codes, int64_t ldb, int64_t N, int64_t
         }
 }
 
+/* A decoder of one sign group (cpu_fast.h: mm_cpu_decode_b_group_avx2, _avx512). */
+typedef int (*group_decoder)(const uint8_t* const* cols, int w, int fmt, int32_t* rec, uint32_t* group,
+                             uint8_t* col_special);
+
+/* The panel's whole sign groups (the first len / 32) decoded by fn alone into pn, special[c] =
+ * a NaN/Inf code of column c among them; returns 0 where fn declines (a CPU without it). */
+static int decode_groups(group_decoder fn, const uint8_t* codes, int64_t ldb, int64_t N, int64_t j0, int w,
+                         int64_t k0, int64_t len, int fmt, const mm_cpu_panel* pn, uint8_t* special) {
+    static const uint8_t zeros[MM_CPU_SIGN_SPAN];
+    memset(special, 0, (size_t)w);
+    for (int64_t kg = 0; kg + MM_CPU_SIGN_SPAN <= len; kg += MM_CPU_SIGN_SPAN) {
+        const uint8_t* cols[64];
+        for (int c = 0; c < w; c++) cols[c] = j0 + c < N ? codes + (j0 + c) * ldb + k0 + kg : zeros;
+        uint32_t* group = pn->sign ? pn->sign + kg / MM_CPU_SIGN_SPAN * MM_CPU_SIGN_GROUP_WORDS(w) : NULL;
+        if (!fn(cols, w, fmt, pn->rec + kg * MM_CPU_PANEL_STRIDE(w), group, special)) return 0;
+    }
+    return 1;
+}
+
 int main(int argc, char** argv) {
     if (!cpu_has("avx2")) {
         printf("no AVX2: skipped\n");
@@ -55,6 +76,8 @@ int main(int argc, char** argv) {
     if (argc > 2) rng = strtoull(argv[2], NULL, 10) | 1u;
     int failures = 0;
     int64_t simd_groups = 0, halves[2] = {0, 0}; /* without, with subnormal codes */
+    int64_t by[2] = {0, 0}; /* whole groups decoded by each decoder alone: AVX2, AVX-512 */
+    const group_decoder decoders[2] = {mm_cpu_decode_b_group_avx2, mm_cpu_decode_b_group_avx512};
     for (int it = 0; it < panels; it++) {
         const int fmt = it % 2 ? MM_FMT_E5M2 : MM_FMT_E4M3, w = (it / 2) % 2 ? 64 : 32, signs = (it / 4) % 2;
         const int64_t N = 1 + (int64_t)(rnd() % (uint64_t)(2 * w)), K = 1 + (int64_t)(rnd() % 300);
@@ -92,6 +115,34 @@ int main(int argc, char** argv) {
         decode_b_panel(&g, &t, j0, w, MM_CPU_BYTES_WORDS, k0, k1, &got, special_got);
         _mm_setcsr(csr);
         expected_panel(codes, ldb, N, j0, w, k0, len, &t, &want, special_want);
+        /* each decoder alone on the whole groups: their records, sign words and NaN/Inf flags */
+        const int64_t whole = len / MM_CPU_SIGN_SPAN * MM_CPU_SIGN_SPAN;
+        uint8_t special_whole[64] = {0};
+        for (int c = 0; c < w && j0 + c < N; c++)
+            for (int64_t k = 0; k < whole; k++) special_whole[c] |= t.special[codes[(j0 + c) * ldb + k0 + k]];
+        for (int d = 0; d < 2 && whole; d++) {
+            mm_cpu_panel alone;
+            uint8_t special_alone[64];
+            if (!panel_alloc(&alone, len, w, signs)) {
+                printf("out of memory\n");
+                return 2;
+            }
+            if ((it / 24) % 2) _mm_setcsr(csr | 0x0040);
+            const int ran = decode_groups(decoders[d], codes, ldb, N, j0, w, k0, len, fmt, &alone, special_alone);
+            _mm_setcsr(csr);
+            if (ran) {
+                by[d] += whole / MM_CPU_SIGN_SPAN;
+                const size_t rec_bytes = 4 * (size_t)(whole * MM_CPU_PANEL_STRIDE(w));
+                const size_t sign_bytes = signs ? 4 * (size_t)(whole / MM_CPU_SIGN_SPAN * MM_CPU_SIGN_GROUP_WORDS(w)) : 0;
+                if (memcmp(alone.rec, want.rec, rec_bytes) != 0 || (signs && memcmp(alone.sign, want.sign, sign_bytes)) ||
+                    memcmp(special_alone, special_whole, (size_t)w) != 0) {
+                    if (++failures <= 10)
+                        printf("mismatch: %s alone, panel %d fmt %d w %d signs %d\n", d ? "AVX-512" : "AVX2", it, fmt, w,
+                               signs);
+                }
+            }
+            free(alone.rec);
+        }
         simd_groups += len / MM_CPU_SIGN_SPAN;
         for (int64_t kg = 0; kg + MM_CPU_SIGN_SPAN <= len; kg += MM_CPU_SIGN_SPAN) /* the halves' codes */
             for (int h = 0; h < w / 32; h++) {
@@ -112,7 +163,8 @@ int main(int argc, char** argv) {
         free(want.rec);
         free(codes);
     }
-    printf("%d panels (%ld groups by AVX2; %ld of their 32-column halves with subnormal codes, %ld without), "
-           "%d failures\n", panels, (long)simd_groups, (long)halves[1], (long)halves[0], failures);
+    printf("%d panels (%ld groups by SIMD; %ld of their 32-column halves with subnormal codes, %ld without; "
+           "alone: %ld groups by AVX2, %ld by AVX-512), %d failures\n", panels, (long)simd_groups, (long)halves[1],
+           (long)halves[0], (long)by[0], (long)by[1], failures);
     return failures ? 1 : 0;
 }
