@@ -358,7 +358,7 @@ static int probe_operands(const mm_cpu_kernel* k, mm_cpu_probe_set* ps) {
     lut_make(&lut, MM_FMT_E4M3, 0, k->e_code, 0);
     decode_b_panel(&g, &lut, 0, k->w, k->byte_order, 0, MM_CPU_PROBE_K, &ps->panel, special);
     free(codes);
-    ps->o = (mm_cpu_operands){ps->a, MM_CPU_A_WORDS * MM_CPU_PROBE_K, k->mr, ps->panel.rec, ps->panel.sign};
+    ps->o = (mm_cpu_operands){ps->a, MM_CPU_A_WORDS * MM_CPU_PROBE_K, k->mr, k->mr, ps->panel.rec, ps->panel.sign};
     return 1;
 }
 
@@ -723,7 +723,9 @@ static void* worker(void* arg) {
         const int64_t r0 = ci * job->chunk_rows;
         const int64_t r1 = r0 + job->chunk_rows < job->rows ? r0 + job->chunk_rows : job->rows;
         for (int64_t rt = r0; rt < r1; rt += mr) {
-            const mm_cpu_operands o = {job->a + rt * as, as, (int)(r1 - rt < mr ? r1 - rt : mr), panel.rec, panel.sign};
+            const int rows = (int)(r1 - rt < mr ? r1 - rt : mr);
+            const int64_t left = g->M - (job->row0 + rt); /* rows of A from rt on */
+            const mm_cpu_operands o = {job->a + rt * as, as, rows, left < rows ? (int)left : rows, panel.rec, panel.sign};
             if (job->state) {
                 tile_segment(job, rt, p, &o, acc);
                 continue;

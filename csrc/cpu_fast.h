@@ -153,14 +153,15 @@ typedef struct {
 } mm_cpu_plan;
 
 /* A tile kernel's operands. a: the tile's decoded rows (row r at a + r * as), rows of them (a
- * multiple of mm_cpu_kernel.row_step, at most its mr); b: the decoded B panel (its record 0 at
- * b); bsign: the panel's sign groups (mm_cpu_sign_group) where the kernel's FMA form runs
- * (mm_cpu_kernel.rz_signs and mm_cpu_plan.rz), else NULL. Pointers and k are counted from the
- * decoded range's first k. */
+ * multiple of mm_cpu_kernel.row_step, at most its mr), the first live of them rows of A (1 to
+ * rows; the others padding, zeros whose outputs are not used: a kernel may leave their
+ * accumulators as they are); b: the decoded B panel (its record 0 at b); bsign: the panel's sign
+ * groups (mm_cpu_sign_group) where the kernel's FMA form runs (mm_cpu_kernel.rz_signs and
+ * mm_cpu_plan.rz), else NULL. Pointers and k are counted from the decoded range's first k. */
 typedef struct {
     const int32_t* a;
     int64_t as;
-    int rows;
+    int rows, live;
     const int32_t* b;
     const uint32_t* bsign;
 } mm_cpu_operands;

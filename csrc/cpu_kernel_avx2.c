@@ -312,6 +312,17 @@ MM_AVX2 __attribute__((noinline)) static void rz_block(const mm_cpu_plan* p, con
     }
 }
 
+/* One block of the FMA form for a group of the tile (chain_rz): pass 1 and rz_block on its MR
+ * rows, padding or not (live: unused here). */
+MM_AVX2_INLINE void rz_group(const mm_cpu_plan* p, const int32_t* ak, int64_t as, const int32_t* bk, int n,
+                             const uint32_t* bsign, int64_t kb, __m256i c[MR][NV], const int32_t* pf, int nn,
+                             int live) {
+    (void)live;
+    uint8_t E8[MR][W];
+    pass1(ak, as, bk, n, E8, ak, 0);
+    rz_block(p, ak, as, bk, n, E8, bsign, kb, c, pf, MR * mm_cpu_a_lines(nn));
+}
+
 /* The block result of the split form: D = S + S2 exactly in fp64, its `keep` leading bits
  * (fp64 mantissa masked), to fp32 (exact: at most 24 significant bits), exponent + grid.
  * Lanes the fast form cannot compose are flagged in *bad (see MM_CPU_GRID_MIN). */

@@ -120,6 +120,9 @@ enum { MR = 4, NV = 4, VL = 16, W = NV * VL, STRIDE = MM_CPU_PANEL_STRIDE(W) };
  * 4096 x 5760 x 1920 with 2 threads, 0.99x to 1.02x on one (same-minutes medians on the Intel
  * Xeon of benchmarks/results/cpu.md). */
 enum { TR = 4 * MR };
+/* M is padded to MR rows (mm_cpu_kernel.row_step), but the FMA form runs a tile's last group on
+ * its live rows when they are 1 or 2 (rz_group): 1.25x and 1.18x at M = 1 and 2 (one thread,
+ * 1 x 5760 x 1920 and 2 x 5760 x 1920, same-minutes medians, benchmarks/results/cpu.md). */
 
 /* Byte v of every 32-bit lane of x as int32 lanes: in the panel's byte order (cpu_fast.h,
  * MM_CPU_BYTES_WORDS), the bytes of columns [16 v, 16 v + 16), lined up with fp32 vector v. A
@@ -244,18 +247,24 @@ MM_AVX512_INLINE void pass2(const int32_t* ak, int64_t as, const int32_t* bk, in
  * (sums of the coded exponents, cpu_fast.h, MM_CPU_E_CODED), raised to MM_CPU_E_FLOOR (a block of
  * zero products and a zero C takes the floor's grid, as mm_cpu_scale does), into E8 (row r at
  * E8[r], coded: lanes_e reads them). */
-MM_AVX512_INLINE void pass1(const int32_t* ak, int64_t as, const int32_t* bk, int n, uint8_t E8[MR][W],
-                            const int32_t* pf, int npf) {
+MM_AVX512_INLINE void pass1_rows(const int32_t* ak, int64_t as, const int32_t* bk, int n, uint8_t E8[MR][W],
+                                 const int32_t* pf, int npf, const int R) {
     __m512i e[MR];
-    for (int r = 0; r < MR; r++) e[r] = _mm512_set1_epi8((char)(MM_CPU_E_FLOOR + 2 * MM_CPU_E_CODE_OFFSET));
+    for (int r = 0; r < R; r++) e[r] = _mm512_set1_epi8((char)(MM_CPU_E_FLOOR + 2 * MM_CPU_E_CODE_OFFSET));
     for (int64_t k = 0; k < n; k++) {
-        if (k < npf) mm_cpu_prefetch_a_line(pf, as, MR, (int)k);
+        if (k < npf) mm_cpu_prefetch_a_line(pf, as, R, (int)k);
         const __m512i eb = _mm512_loadu_si512((const void*)(bk + k * STRIDE));
         const int32_t* ar = ak + MM_CPU_A_WORDS * k;
-        for (int r = 0; r < MR; r++)
+        for (int r = 0; r < R; r++)
             e[r] = _mm512_max_epu8(e[r], _mm512_add_epi32(eb, _mm512_set1_epi32(ar[r * as])));
     }
-    for (int r = 0; r < MR; r++) _mm512_storeu_si512((void*)E8[r], e[r]);
+    for (int r = 0; r < R; r++) _mm512_storeu_si512((void*)E8[r], e[r]);
+}
+
+/* pass1_rows on a group's MR rows. */
+MM_AVX512_INLINE void pass1(const int32_t* ak, int64_t as, const int32_t* bk, int n, uint8_t E8[MR][W],
+                            const int32_t* pf, int npf) {
+    pass1_rows(ak, as, bk, n, E8, pf, npf, MR);
 }
 
 /* The narrow block result of one vector: the keep bits of (float)S with grid added to the exponent
@@ -310,21 +319,19 @@ MM_AVX512_INLINE __m512i negatives(__m512i ap, __m512i an, __m512i bp, __m512i b
     return popcount32(_mm512_ternarylogic_epi32(_mm512_and_si512(bn, ap), bp, an, OR_AND));
 }
 
-/* One block of the narrow FMA form (file comment): the block result of C = c into c. E8: the
- * products' block maxima (pass 1, at least MM_CPU_E_FLOOR); bsign, kb: the panel's sign groups
- * and the block's first k (the count of negative products, taken in the composition); pf, npf:
- * the next block's A words and the number of their lines (mm_cpu_prefetch_a_line) to fetch. Not
- * inlined: the caller's state waits in memory, and the loop keeps its 16 sums in registers.
- * E (the block maximum with C's exponent) lies in [-90, 127] and frac is at most
+/* One block of the narrow FMA form (file comment) on the group's first R rows (MR, or the live
+ * rows of a tile's last group): the block result of C = c into c. E8: the products' block
+ * maxima (pass 1, at least MM_CPU_E_FLOOR); bsign, kb: the panel's sign groups and the block's
+ * first k (the count of negative products, taken in the composition); pf, npf: the next block's
+ * A words and the number of their lines (mm_cpu_prefetch_a_line) to fetch. E (the block maximum with C's exponent) lies in [-90, 127] and frac is at most
  * MM_CPU_RZ_FRAC_MAX, so M = 1.5 * 2^(23 + E - frac - MM_CPU_A_BIAS) and T are normal and
  * finite; the constants below are those expressions with E's part added in the loops.
  * The setup and the composition are unrolled in full (GCC's pragma): rolled, gcc kept their
  * sums on the stack; unrolled, whole GEMMs ran 1.03x to 1.10x faster than with the rolled form
  * before (same-minutes medians, ada's 16-k blocks the most; benchmarks/results/cpu.md). */
-MM_AVX512 __attribute__((noinline)) static void rz_block(const mm_cpu_plan* p, const int32_t* ak, int64_t as,
-                                                        const int32_t* bk, int n, const uint8_t E8[MR][W],
-                                                        const uint32_t* bsign, int64_t kb, __m512i c[MR][NV],
-                                                        const int32_t* pf, int npf) {
+MM_AVX512_INLINE void rz_block_rows(const mm_cpu_plan* p, const int32_t* ak, int64_t as, const int32_t* bk, int n,
+                                   const uint8_t E8[MR][W], const uint32_t* bsign, int64_t kb, __m512i c[MR][NV],
+                                   const int32_t* pf, int npf, const int R) {
     /* In the setup, F = E + 127 (C's exponent field where C sets E), so the constants below
      * take E's 127 in. */
     const int32_t m_field = 23 - MM_CPU_A_BIAS - p->frac; /* M's exponent field - F */
@@ -342,7 +349,7 @@ MM_AVX512 __attribute__((noinline)) static void rz_block(const mm_cpu_plan* p, c
     __m512i f_min = _mm512_set1_epi8((char)0xFF);
 #endif
 #pragma GCC unroll 4
-    for (int r = 0; r < MR; r++) {
+    for (int r = 0; r < R; r++) {
         /* F = max(the products' E, C's exponent) + 127, four vectors' lanes in one byte vector */
         const __m512i f8 = _mm512_max_epu8(_mm512_add_epi8(_mm512_loadu_si512((const void*)E8[r]), v_eoff),
                                            fields_u8(c[r]));
@@ -358,15 +365,15 @@ MM_AVX512 __attribute__((noinline)) static void rz_block(const mm_cpu_plan* p, c
             T[r][v] = _mm512_castsi512_ps(_mm512_add_epi32(_mm512_add_epi32(f23, v_madd), cterm));
         }
     }
-    for (int i = n; i < npf; i++) mm_cpu_prefetch_a_line(pf, as, MR, i); /* more lines than k steps */
+    for (int i = n; i < npf; i++) mm_cpu_prefetch_a_line(pf, as, R, i); /* more lines than k steps */
     for (int64_t k = 0; k < n; k++) {
         const int32_t* rec = bk + k * STRIDE;
         _mm_prefetch((const char*)(const void*)(rec + n * STRIDE), _MM_HINT_T0); /* the next pass 1's */
-        if (k < npf) mm_cpu_prefetch_a_line(pf, as, MR, (int)k);
+        if (k < npf) mm_cpu_prefetch_a_line(pf, as, R, (int)k);
         const mm_cpu_f32* vb = mm_cpu_cvalues(rec + MM_CPU_PANEL_V(W));
         __m512 bv[NV];
         for (int v = 0; v < NV; v++) bv[v] = _mm512_loadu_ps(vb + v * VL);
-        for (int r = 0; r < MR; r++) {
+        for (int r = 0; r < R; r++) {
             const __m512 av = _mm512_set1_ps(mm_bits_f32((uint32_t)ak[r * as + MM_CPU_A_WORDS * k + MM_CPU_A_V]));
             for (int v = 0; v < NV; v++)
                 T[r][v] = _mm512_fmadd_round_ps(av, bv[v], T[r][v], _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
@@ -389,7 +396,7 @@ MM_AVX512 __attribute__((noinline)) static void rz_block(const mm_cpu_plan* p, c
         bn[v] = b_sign_words(bsign, kb, n, 1, v);
     }
 #pragma GCC unroll 4
-    for (int r = 0; r < MR; r++) {
+    for (int r = 0; r < R; r++) {
         uint32_t pos, neg;
         mm_cpu_a_signs(ak + r * as, n, &pos, &neg);
         const __m512i ap = _mm512_set1_epi32((int32_t)pos), an = _mm512_set1_epi32((int32_t)neg);
@@ -414,12 +421,53 @@ MM_AVX512 __attribute__((noinline)) static void rz_block(const mm_cpu_plan* p, c
         __m512i S[MR][NV], G[MR][NV], zero[MR][NV];
         for (int r = 0; r < MR; r++)
             for (int v = 0; v < NV; v++) {
-                const __m512i tb = _mm512_castps_si512(T[r][v]);
+                /* rows from R on: none in this group (sum 0, an in-range grid: left as they are) */
+                const __m512i tb = r < R ? _mm512_castps_si512(T[r][v]) : _mm512_set1_epi32((127 + 23 - MM_CPU_A_BIAS) << 23 | 0x400000);
                 G[r][v] = _mm512_sub_epi32(_mm512_srli_epi32(tb, 23), v_mbase);
                 S[r][v] = _mm512_sub_epi32(_mm512_and_si512(tb, v_fbits), v_half);
                 zero[r][v] = _mm512_setzero_si512();
             }
         compose_fix(c, S, zero, G, MM_CPU_GRID_MAX_NARROW, p);
+    }
+}
+
+/* rz_block_rows out of line, for a group's MR rows and for the 1 and 2 live rows of a tile's
+ * last group (rz_group). Not inlined: the caller's state waits in memory, and the loop keeps its
+ * sums in registers. */
+MM_AVX512 __attribute__((noinline)) static void rz_block(const mm_cpu_plan* p, const int32_t* ak, int64_t as,
+                                                        const int32_t* bk, int n, const uint8_t E8[MR][W],
+                                                        const uint32_t* bsign, int64_t kb, __m512i c[MR][NV],
+                                                        const int32_t* pf, int npf) {
+    rz_block_rows(p, ak, as, bk, n, E8, bsign, kb, c, pf, npf, MR);
+}
+MM_AVX512 __attribute__((noinline)) static void rz_block_1(const mm_cpu_plan* p, const int32_t* ak, int64_t as,
+                                                          const int32_t* bk, int n, const uint8_t E8[MR][W],
+                                                          const uint32_t* bsign, int64_t kb, __m512i c[MR][NV],
+                                                          const int32_t* pf, int npf) {
+    rz_block_rows(p, ak, as, bk, n, E8, bsign, kb, c, pf, npf, 1);
+}
+MM_AVX512 __attribute__((noinline)) static void rz_block_2(const mm_cpu_plan* p, const int32_t* ak, int64_t as,
+                                                          const int32_t* bk, int n, const uint8_t E8[MR][W],
+                                                          const uint32_t* bsign, int64_t kb, __m512i c[MR][NV],
+                                                          const int32_t* pf, int npf) {
+    rz_block_rows(p, ak, as, bk, n, E8, bsign, kb, c, pf, npf, 2);
+}
+
+/* One block of the FMA form for a group of the tile (chain_rz): pass 1 and rz_block on its
+ * live rows, the group's MR or, in a tile's last group, 1 or 2 (3 take the MR rows' code). */
+MM_AVX512_INLINE void rz_group(const mm_cpu_plan* p, const int32_t* ak, int64_t as, const int32_t* bk, int n,
+                               const uint32_t* bsign, int64_t kb, __m512i c[MR][NV], const int32_t* pf, int nn,
+                               int live) {
+    uint8_t E8[MR][W];
+    if (live == 1) {
+        pass1_rows(ak, as, bk, n, E8, ak, 0, 1);
+        rz_block_1(p, ak, as, bk, n, E8, bsign, kb, c, pf, mm_cpu_a_lines(nn));
+    } else if (live == 2) {
+        pass1_rows(ak, as, bk, n, E8, ak, 0, 2);
+        rz_block_2(p, ak, as, bk, n, E8, bsign, kb, c, pf, 2 * mm_cpu_a_lines(nn));
+    } else {
+        pass1(ak, as, bk, n, E8, ak, 0);
+        rz_block(p, ak, as, bk, n, E8, bsign, kb, c, pf, MR * mm_cpu_a_lines(nn));
     }
 }
 

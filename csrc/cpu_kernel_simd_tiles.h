@@ -6,8 +6,8 @@
  *   mm_vi, mm_vf: the integer and fp32 vector types, and the macros MM_VI_LOAD, MM_VI_STORE,
  *   MM_VI_ZERO, MM_VF_LOAD, MM_VF_STORE, MM_VF_ZERO, MM_VF_ADD_BITS (a + the fp32 of x's bits);
  *   MM_RZ_ENTER(), MM_RZ_LEAVE(): what the FMA form needs around it (AVX2: MXCSR's rounding);
- *   pass1 (a block's maxima), rz_block (a block of the FMA form) and chain (the multiply and
- *   split forms' blocks of one group of MR rows over [k0, k1)).
+ *   rz_group (a block of the FMA form for a group: pass 1 and the sums, on its live rows) and
+ *   chain (the multiply and split forms' blocks of one group of MR rows over [k0, k1)).
  * Defines tile and tile_split, the kernel's mm_cpu_tile_fn pair (cpu_fast.h). */
 #ifndef MMAEMU_CPU_KERNEL_SIMD_TILES_H
 #define MMAEMU_CPU_KERNEL_SIMD_TILES_H
@@ -25,9 +25,7 @@ MM_SIMD_INLINE void chain_rz(const mm_cpu_plan* p, const mm_cpu_operands* o, int
         const int32_t* bk = o->b + kb * STRIDE;
         for (int i = 0; i < o->rows; i += MR) {
             const int32_t* ak = o->a + i * as + MM_CPU_A_WORDS * kb;
-            uint8_t E8[MR][W];
-            pass1(ak, as, bk, n, E8, ak, 0);
-            rz_block(p, ak, as, bk, n, E8, o->bsign, kb, c + i, ak + MM_CPU_A_WORDS * n, MR * mm_cpu_a_lines(nn));
+            rz_group(p, ak, as, bk, n, o->bsign, kb, c + i, ak + MM_CPU_A_WORDS * n, nn, o->live - i);
         }
     }
     MM_RZ_LEAVE();
@@ -42,7 +40,7 @@ MM_SIMD_INLINE void chains(const mm_cpu_plan* p, const mm_cpu_operands* o, int64
         return;
     }
     for (int i = 0; i < o->rows; i += MR) {
-        const mm_cpu_operands rows = {o->a + i * o->as, o->as, MR, o->b, o->bsign};
+        const mm_cpu_operands rows = {o->a + i * o->as, o->as, MR, o->live - i < MR ? o->live - i : MR, o->b, o->bsign};
         chain(p, &rows, k0, k1, c + i, split);
     }
 }
