@@ -421,8 +421,8 @@ MM_AVX512_INLINE void rz_block_rows(const mm_cpu_plan* p, const int32_t* ak, int
         __m512i S[MR][NV], G[MR][NV], zero[MR][NV];
         for (int r = 0; r < MR; r++)
             for (int v = 0; v < NV; v++) {
-                /* rows from R on: none in this group (sum 0, an in-range grid: left as they are) */
-                const __m512i tb = r < R ? _mm512_castps_si512(T[r][v]) : _mm512_set1_epi32((127 + 23 - MM_CPU_A_BIAS) << 23 | 0x400000);
+                /* rows from R on, not run: the T of a sum 0 on grid 0, which compose_fix leaves */
+                const __m512i tb = r < R ? _mm512_castps_si512(T[r][v]) : _mm512_or_si512(_mm512_slli_epi32(v_mbase, 23), v_half);
                 G[r][v] = _mm512_sub_epi32(_mm512_srli_epi32(tb, 23), v_mbase);
                 S[r][v] = _mm512_sub_epi32(_mm512_and_si512(tb, v_fbits), v_half);
                 zero[r][v] = _mm512_setzero_si512();
