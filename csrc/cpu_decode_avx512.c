@@ -62,7 +62,8 @@ MM_DEC_INLINE void store_record(__m512i R, const int e4m3, int32_t* rec, const i
         __m512 value;
         if (exact) { /* cpu_decode_avx2.c's subnormal_values */
             const __m512 u = _mm512_castsi512_ps(_mm512_add_epi32(bits, raise));
-            const __m512 one = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(u), _mm512_set1_epi32((int32_t)0xFF800000u)));
+            const __m512i sign_exponent = _mm512_set1_epi32((int32_t)0xFF800000u);
+            const __m512 one = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(u), sign_exponent));
             const __mmask16 field0 = _mm512_testn_epi32_mask(bits, _mm512_set1_epi32(0x7F800000));
             value = _mm512_mask_sub_ps(_mm512_mul_ps(u, _mm512_set1_ps(0.5f)), field0, u, one);
         } else {

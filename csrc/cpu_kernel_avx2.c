@@ -36,6 +36,9 @@ enum { MR = 3, NV = 4, VL = 8, W = NV * VL, STRIDE = MM_CPU_PANEL_STRIDE(W) };
 /* A tile: up to TR rows, in groups of MR that the FMA form runs block by block in turn
  * (chain_rz), so the groups after the first find the block's panel records in L1. */
 enum { TR = 5 * MR };
+/* M is padded to MR rows, but the FMA form runs a tile's last group on its live rows when they
+ * are 1 or 2 (cpu_kernel_simd_tiles.h, rz_group): 1.28x at M = 1 and 1.22x at M = 4 (N x K =
+ * 5760 x 1920, same-minutes medians, benchmarks/results/cpu.md). */
 
 /* ---- MXCSR's rounding control (the FMA form) ---- */
 
@@ -139,18 +142,24 @@ MM_AVX2_INLINE __m256i c_exponent(__m256i cb) {
 
 /* Pass 1: the products' largest alignment exponent over a block of n, 32 columns per byte vector,
  * raised to MM_CPU_E_FLOOR, into E8 (row r at E8[r], coded: lanes_e reads them). */
-MM_AVX2_INLINE void pass1(const int32_t* ak, int64_t as, const int32_t* bk, int n, uint8_t E8[MR][W],
-                          const int32_t* pf, int npf) {
+MM_AVX2_INLINE void pass1_rows(const int32_t* ak, int64_t as, const int32_t* bk, int n, uint8_t E8[MR][W],
+                               const int32_t* pf, int npf, const int R) {
     __m256i e[MR];
-    for (int r = 0; r < MR; r++) e[r] = _mm256_set1_epi8((char)(MM_CPU_E_FLOOR + 2 * MM_CPU_E_CODE_OFFSET));
+    for (int r = 0; r < R; r++) e[r] = _mm256_set1_epi8((char)(MM_CPU_E_FLOOR + 2 * MM_CPU_E_CODE_OFFSET));
     for (int k = 0; k < n; k++) {
-        if (k < npf) mm_cpu_prefetch_a_line(pf, as, MR, k);
+        if (k < npf) mm_cpu_prefetch_a_line(pf, as, R, k);
         const __m256i eb = _mm256_loadu_si256((const __m256i*)(const void*)(bk + (int64_t)k * STRIDE));
         const int32_t* ar = ak + MM_CPU_A_WORDS * k;
-        for (int r = 0; r < MR; r++)
+        for (int r = 0; r < R; r++)
             e[r] = _mm256_max_epu8(e[r], _mm256_add_epi32(eb, _mm256_set1_epi32(ar[r * as])));
     }
-    for (int r = 0; r < MR; r++) _mm256_storeu_si256((__m256i*)(void*)E8[r], e[r]);
+    for (int r = 0; r < R; r++) _mm256_storeu_si256((__m256i*)(void*)E8[r], e[r]);
+}
+
+/* pass1_rows on a group's MR rows. */
+MM_AVX2_INLINE void pass1(const int32_t* ak, int64_t as, const int32_t* bk, int n, uint8_t E8[MR][W],
+                          const int32_t* pf, int npf) {
+    pass1_rows(ak, as, bk, n, E8, pf, npf, MR);
 }
 
 /* Pass 2 over k in [k_begin, k_end) of a block: S += trunc((a * b) * 2^-grid), the scaling
@@ -206,15 +215,14 @@ MM_AVX2_INLINE __m256i negatives(__m256i ap, __m256i an, __m256i bp, __m256i bn)
     return popcount32(_mm256_or_si256(_mm256_and_si256(ap, bn), _mm256_and_si256(an, bp)));
 }
 
-/* One block of the narrow FMA form, with MXCSR rounding toward zero (chain_rz): the block
- * result of C = c into c. The arithmetic, its bounds and the arguments are the AVX-512
- * kernel's rz_block (cpu_kernel_avx512.c); here F (E + 127) is formed per vector in the
- * exponent field's position, and the FMAs round by MXCSR. Not inlined: the caller's state waits
- * in memory, and the loop keeps its 8 sums in registers. */
-MM_AVX2 __attribute__((noinline)) static void rz_block(const mm_cpu_plan* p, const int32_t* ak, int64_t as,
-                                                      const int32_t* bk, int n, const uint8_t E8[MR][W],
-                                                      const uint32_t* bsign, int64_t kb, __m256i c[MR][NV],
-                                                      const int32_t* pf, int npf) {
+/* One block of the narrow FMA form on the group's first R rows (MR, or the live rows of a
+ * tile's last group), with MXCSR rounding toward zero (chain_rz): the block result of C = c into
+ * c. The arithmetic, its bounds and the arguments are the AVX-512 kernel's rz_block_rows
+ * (cpu_kernel_avx512.c); here F (E + 127) is formed per vector in the exponent field's position,
+ * and the FMAs round by MXCSR. */
+MM_AVX2_INLINE void rz_block_rows(const mm_cpu_plan* p, const int32_t* ak, int64_t as, const int32_t* bk, int n,
+                                  const uint8_t E8[MR][W], const uint32_t* bsign, int64_t kb, __m256i c[MR][NV],
+                                  const int32_t* pf, int npf, const int R) {
     const int32_t m_field = 23 - MM_CPU_A_BIAS - p->frac; /* M's exponent field - F */
     const __m256i v_madd = _mm256_set1_epi32((int32_t)(((uint32_t)m_field << 23) | 0x400000u));
     const __m256i v_sadd = _mm256_set1_epi32((int32_t)((uint32_t)(254 + p->frac) << 23)); /* 2^(frac - E) */
@@ -233,7 +241,7 @@ MM_AVX2 __attribute__((noinline)) static void rz_block(const mm_cpu_plan* p, con
     __m256i f_min = v_field;
 #endif
 #pragma GCC unroll 4
-    for (int r = 0; r < MR; r++) {
+    for (int r = 0; r < R; r++) {
         const __m256i f8 = _mm256_add_epi8(_mm256_loadu_si256((const __m256i*)(const void*)E8[r]), v_eoff);
 #pragma GCC unroll 4
         for (int v = 0; v < NV; v++) {
@@ -252,7 +260,7 @@ MM_AVX2 __attribute__((noinline)) static void rz_block(const mm_cpu_plan* p, con
     }
     /* the next block's A lines, all before the loop (one per k step inside it cost scalar work
      * per step beside the FMAs; the same speed here) */
-    for (int i = 0; i < npf; i++) mm_cpu_prefetch_a_line(pf, as, MR, i);
+    for (int i = 0; i < npf; i++) mm_cpu_prefetch_a_line(pf, as, R, i);
     for (int k = 0; k < n; k++) {
         const int32_t* rec = bk + (int64_t)k * STRIDE;
         _mm_prefetch((const char*)(const void*)(rec + n * STRIDE), _MM_HINT_T0); /* the next pass 1's */
@@ -261,7 +269,7 @@ MM_AVX2 __attribute__((noinline)) static void rz_block(const mm_cpu_plan* p, con
 #pragma GCC unroll 4
         for (int v = 0; v < NV; v++) bv[v] = _mm256_loadu_ps(vb + v * VL);
 #pragma GCC unroll 4
-        for (int r = 0; r < MR; r++) {
+        for (int r = 0; r < R; r++) {
             const __m256 av = _mm256_broadcast_ss(mm_cpu_cvalues(ak + r * as + MM_CPU_A_WORDS * k + MM_CPU_A_V));
 #pragma GCC unroll 4
             for (int v = 0; v < NV; v++) T[r][v] = _mm256_fmadd_ps(av, bv[v], T[r][v]);
@@ -275,12 +283,12 @@ MM_AVX2 __attribute__((noinline)) static void rz_block(const mm_cpu_plan* p, con
     /* vector by vector, the rows inside: 16 registers hold a vector's B words, the rows' A
      * words and the constants, where the rows outside kept all of B's words and spilled */
     uint32_t pos[MR], neg[MR];
-    for (int r = 0; r < MR; r++) mm_cpu_a_signs(ak + r * as, n, &pos[r], &neg[r]);
+    for (int r = 0; r < R; r++) mm_cpu_a_signs(ak + r * as, n, &pos[r], &neg[r]);
 #pragma GCC unroll 4
     for (int v = 0; v < NV; v++) {
         const __m256i bp = b_sign_words(bsign, kb, n, 0, v), bn = b_sign_words(bsign, kb, n, 1, v);
 #pragma GCC unroll 4
-        for (int r = 0; r < MR; r++) {
+        for (int r = 0; r < R; r++) {
             const __m256i ap = _mm256_set1_epi32((int32_t)pos[r]), an = _mm256_set1_epi32((int32_t)neg[r]);
             const __m256i tb = _mm256_add_epi32(_mm256_castps_si256(T[r][v]), negatives(ap, an, bp, bn));
             T[r][v] = _mm256_castsi256_ps(tb);
@@ -303,24 +311,15 @@ MM_AVX2 __attribute__((noinline)) static void rz_block(const mm_cpu_plan* p, con
         for (int r = 0; r < MR; r++)
 #pragma GCC unroll 4
             for (int v = 0; v < NV; v++) {
-                const __m256i tb = _mm256_castps_si256(T[r][v]);
+                /* rows from R on, not run: the T of a sum 0 on grid 0, which compose_fix leaves */
+                const __m256i tb = r < R ? _mm256_castps_si256(T[r][v])
+                                         : _mm256_or_si256(_mm256_slli_epi32(v_mbase, 23), v_half);
                 G[r][v] = _mm256_sub_epi32(_mm256_srli_epi32(tb, 23), v_mbase);
                 S[r][v] = _mm256_sub_epi32(_mm256_and_si256(tb, v_fbits), v_half);
                 zero[r][v] = _mm256_setzero_si256();
             }
         compose_fix(c, S, zero, G, MM_CPU_GRID_MAX_NARROW, p);
     }
-}
-
-/* One block of the FMA form for a group of the tile (chain_rz): pass 1 and rz_block on its MR
- * rows, padding or not (live: unused here). */
-MM_AVX2_INLINE void rz_group(const mm_cpu_plan* p, const int32_t* ak, int64_t as, const int32_t* bk, int n,
-                             const uint32_t* bsign, int64_t kb, __m256i c[MR][NV], const int32_t* pf, int nn,
-                             int live) {
-    (void)live;
-    uint8_t E8[MR][W];
-    pass1(ak, as, bk, n, E8, ak, 0);
-    rz_block(p, ak, as, bk, n, E8, bsign, kb, c, pf, MR * mm_cpu_a_lines(nn));
 }
 
 /* The block result of the split form: D = S + S2 exactly in fp64, its `keep` leading bits

@@ -121,8 +121,8 @@ enum { MR = 4, NV = 4, VL = 16, W = NV * VL, STRIDE = MM_CPU_PANEL_STRIDE(W) };
  * Xeon of benchmarks/results/cpu.md). */
 enum { TR = 4 * MR };
 /* M is padded to MR rows (mm_cpu_kernel.row_step), but the FMA form runs a tile's last group on
- * its live rows when they are 1 or 2 (rz_group): 1.25x and 1.18x at M = 1 and 2 (one thread,
- * 1 x 5760 x 1920 and 2 x 5760 x 1920, same-minutes medians, benchmarks/results/cpu.md). */
+ * its live rows when they are 1 or 2 (cpu_kernel_simd_tiles.h, rz_group): 1.25x and 1.18x at
+ * M = 1 and 2 (one thread, N x K = 5760 x 1920, same-minutes medians, benchmarks/results/cpu.md). */
 
 /* Byte v of every 32-bit lane of x as int32 lanes: in the panel's byte order (cpu_fast.h,
  * MM_CPU_BYTES_WORDS), the bytes of columns [16 v, 16 v + 16), lined up with fp32 vector v. A
@@ -422,52 +422,13 @@ MM_AVX512_INLINE void rz_block_rows(const mm_cpu_plan* p, const int32_t* ak, int
         for (int r = 0; r < MR; r++)
             for (int v = 0; v < NV; v++) {
                 /* rows from R on, not run: the T of a sum 0 on grid 0, which compose_fix leaves */
-                const __m512i tb = r < R ? _mm512_castps_si512(T[r][v]) : _mm512_or_si512(_mm512_slli_epi32(v_mbase, 23), v_half);
+                const __m512i tb = r < R ? _mm512_castps_si512(T[r][v])
+                                         : _mm512_or_si512(_mm512_slli_epi32(v_mbase, 23), v_half);
                 G[r][v] = _mm512_sub_epi32(_mm512_srli_epi32(tb, 23), v_mbase);
                 S[r][v] = _mm512_sub_epi32(_mm512_and_si512(tb, v_fbits), v_half);
                 zero[r][v] = _mm512_setzero_si512();
             }
         compose_fix(c, S, zero, G, MM_CPU_GRID_MAX_NARROW, p);
-    }
-}
-
-/* rz_block_rows out of line, for a group's MR rows and for the 1 and 2 live rows of a tile's
- * last group (rz_group). Not inlined: the caller's state waits in memory, and the loop keeps its
- * sums in registers. */
-MM_AVX512 __attribute__((noinline)) static void rz_block(const mm_cpu_plan* p, const int32_t* ak, int64_t as,
-                                                        const int32_t* bk, int n, const uint8_t E8[MR][W],
-                                                        const uint32_t* bsign, int64_t kb, __m512i c[MR][NV],
-                                                        const int32_t* pf, int npf) {
-    rz_block_rows(p, ak, as, bk, n, E8, bsign, kb, c, pf, npf, MR);
-}
-MM_AVX512 __attribute__((noinline)) static void rz_block_1(const mm_cpu_plan* p, const int32_t* ak, int64_t as,
-                                                          const int32_t* bk, int n, const uint8_t E8[MR][W],
-                                                          const uint32_t* bsign, int64_t kb, __m512i c[MR][NV],
-                                                          const int32_t* pf, int npf) {
-    rz_block_rows(p, ak, as, bk, n, E8, bsign, kb, c, pf, npf, 1);
-}
-MM_AVX512 __attribute__((noinline)) static void rz_block_2(const mm_cpu_plan* p, const int32_t* ak, int64_t as,
-                                                          const int32_t* bk, int n, const uint8_t E8[MR][W],
-                                                          const uint32_t* bsign, int64_t kb, __m512i c[MR][NV],
-                                                          const int32_t* pf, int npf) {
-    rz_block_rows(p, ak, as, bk, n, E8, bsign, kb, c, pf, npf, 2);
-}
-
-/* One block of the FMA form for a group of the tile (chain_rz): pass 1 and rz_block on its
- * live rows, the group's MR or, in a tile's last group, 1 or 2 (3 take the MR rows' code). */
-MM_AVX512_INLINE void rz_group(const mm_cpu_plan* p, const int32_t* ak, int64_t as, const int32_t* bk, int n,
-                               const uint32_t* bsign, int64_t kb, __m512i c[MR][NV], const int32_t* pf, int nn,
-                               int live) {
-    uint8_t E8[MR][W];
-    if (live == 1) {
-        pass1_rows(ak, as, bk, n, E8, ak, 0, 1);
-        rz_block_1(p, ak, as, bk, n, E8, bsign, kb, c, pf, mm_cpu_a_lines(nn));
-    } else if (live == 2) {
-        pass1_rows(ak, as, bk, n, E8, ak, 0, 2);
-        rz_block_2(p, ak, as, bk, n, E8, bsign, kb, c, pf, 2 * mm_cpu_a_lines(nn));
-    } else {
-        pass1(ak, as, bk, n, E8, ak, 0);
-        rz_block(p, ak, as, bk, n, E8, bsign, kb, c, pf, MR * mm_cpu_a_lines(nn));
     }
 }
 

@@ -6,11 +6,53 @@
  *   mm_vi, mm_vf: the integer and fp32 vector types, and the macros MM_VI_LOAD, MM_VI_STORE,
  *   MM_VI_ZERO, MM_VF_LOAD, MM_VF_STORE, MM_VF_ZERO, MM_VF_ADD_BITS (a + the fp32 of x's bits);
  *   MM_RZ_ENTER(), MM_RZ_LEAVE(): what the FMA form needs around it (AVX2: MXCSR's rounding);
- *   rz_group (a block of the FMA form for a group: pass 1 and the sums, on its live rows) and
- *   chain (the multiply and split forms' blocks of one group of MR rows over [k0, k1)).
+ *   pass1_rows and pass1 (a block's maxima for the first R rows of a group, and for all MR),
+ *   rz_block_rows (a block of the FMA form for a group's first R rows) and chain (the multiply
+ *   and split forms' blocks of one group of MR rows over [k0, k1)).
  * Defines tile and tile_split, the kernel's mm_cpu_tile_fn pair (cpu_fast.h). */
 #ifndef MMAEMU_CPU_KERNEL_SIMD_TILES_H
 #define MMAEMU_CPU_KERNEL_SIMD_TILES_H
+
+/* rz_block_rows out of line, for a group's MR rows and for the 1 and 2 live rows of a tile's
+ * last group (rz_group). Not inlined: the caller's state waits in memory, and the loop keeps its
+ * sums in registers. */
+MM_SIMD __attribute__((noinline)) static void rz_block(const mm_cpu_plan* p, const int32_t* ak, int64_t as,
+                                                      const int32_t* bk, int n, const uint8_t E8[MR][W],
+                                                      const uint32_t* bsign, int64_t kb, mm_vi c[MR][NV],
+                                                      const int32_t* pf, int npf) {
+    rz_block_rows(p, ak, as, bk, n, E8, bsign, kb, c, pf, npf, MR);
+}
+MM_SIMD __attribute__((noinline)) static void rz_block_1(const mm_cpu_plan* p, const int32_t* ak, int64_t as,
+                                                        const int32_t* bk, int n, const uint8_t E8[MR][W],
+                                                        const uint32_t* bsign, int64_t kb, mm_vi c[MR][NV],
+                                                        const int32_t* pf, int npf) {
+    rz_block_rows(p, ak, as, bk, n, E8, bsign, kb, c, pf, npf, 1);
+}
+MM_SIMD __attribute__((noinline)) static void rz_block_2(const mm_cpu_plan* p, const int32_t* ak, int64_t as,
+                                                        const int32_t* bk, int n, const uint8_t E8[MR][W],
+                                                        const uint32_t* bsign, int64_t kb, mm_vi c[MR][NV],
+                                                        const int32_t* pf, int npf) {
+    rz_block_rows(p, ak, as, bk, n, E8, bsign, kb, c, pf, npf, 2);
+}
+
+/* One block of the FMA form for a group of the tile: pass 1 and the sums on its live rows, the
+ * group's MR or, in a tile's last group, 1 or 2 (rows past them are padding: left as they are).
+ * pf, nn: the next block's A words and its length, for the prefetch. */
+MM_SIMD_INLINE void rz_group(const mm_cpu_plan* p, const int32_t* ak, int64_t as, const int32_t* bk, int n,
+                             const uint32_t* bsign, int64_t kb, mm_vi c[MR][NV], const int32_t* pf, int nn,
+                             int live) {
+    uint8_t E8[MR][W];
+    if (live == 1) {
+        pass1_rows(ak, as, bk, n, E8, ak, 0, 1);
+        rz_block_1(p, ak, as, bk, n, E8, bsign, kb, c, pf, mm_cpu_a_lines(nn));
+    } else if (live == 2) {
+        pass1_rows(ak, as, bk, n, E8, ak, 0, 2);
+        rz_block_2(p, ak, as, bk, n, E8, bsign, kb, c, pf, 2 * mm_cpu_a_lines(nn));
+    } else {
+        pass1(ak, as, bk, n, E8, ak, 0);
+        rz_block(p, ak, as, bk, n, E8, bsign, kb, c, pf, MR * mm_cpu_a_lines(nn));
+    }
+}
 
 /* The FMA form's blocks over [k0, k1) of the tile's groups of MR rows, taken in turn block by
  * block: each group's block begins while the one before it finishes (its setup waits on its own

@@ -133,12 +133,13 @@ int main(int argc, char** argv) {
             if (ran) {
                 by[d] += whole / MM_CPU_SIGN_SPAN;
                 const size_t rec_bytes = 4 * (size_t)(whole * MM_CPU_PANEL_STRIDE(w));
-                const size_t sign_bytes = signs ? 4 * (size_t)(whole / MM_CPU_SIGN_SPAN * MM_CPU_SIGN_GROUP_WORDS(w)) : 0;
-                if (memcmp(alone.rec, want.rec, rec_bytes) != 0 || (signs && memcmp(alone.sign, want.sign, sign_bytes)) ||
+                const size_t sign_bytes = 4 * (size_t)(whole / MM_CPU_SIGN_SPAN * MM_CPU_SIGN_GROUP_WORDS(w));
+                if (memcmp(alone.rec, want.rec, rec_bytes) != 0 ||
+                    (signs && memcmp(alone.sign, want.sign, sign_bytes) != 0) ||
                     memcmp(special_alone, special_whole, (size_t)w) != 0) {
                     if (++failures <= 10)
-                        printf("mismatch: %s alone, panel %d fmt %d w %d signs %d\n", d ? "AVX-512" : "AVX2", it, fmt, w,
-                               signs);
+                        printf("mismatch: %s alone, panel %d fmt %d w %d signs %d\n", d ? "AVX-512" : "AVX2", it,
+                               fmt, w, signs);
                 }
             }
             free(alone.rec);
@@ -156,8 +157,8 @@ int main(int argc, char** argv) {
             }
         if (memcmp(got.rec, want.rec, (size_t)bytes) != 0 || memcmp(special_got, special_want, (size_t)w) != 0) {
             if (++failures <= 10)
-                printf("mismatch: panel %d fmt %d w %d signs %d daz %d N %ld j0 %ld k [%ld, %ld)\n", it, fmt, w, signs, (it / 24) % 2,
-                       (long)N, (long)j0, (long)k0, (long)k1);
+                printf("mismatch: panel %d fmt %d w %d signs %d daz %d N %ld j0 %ld k [%ld, %ld)\n", it, fmt, w,
+                       signs, (it / 24) % 2, (long)N, (long)j0, (long)k0, (long)k1);
         }
         free(got.rec);
         free(want.rec);
