@@ -627,13 +627,20 @@ static void store_tile(const mm_cpu_job* job, int64_t rt, int64_t j0, const floa
         const int64_t i = job->row0 + rt + r;
         if (i >= g->M) break;
         const int special_row = job->row_special[rt + r];
-        if (!special_row && !special_col && g->out_kind == MM_OUT_BF16 && g->epilogue_order < MM_EPI_ROWWISE &&
-            g->bias_kind == MM_BIAS_NONE) {
-            /* mm_epilogue_at's most common case (mm_epilogue, bf16 out) with its choices made
-             * once: a loop the compiler keeps tight (the epilogue was 7 % of a 512 x 5760 x 1920
-             * GEMM's time; 1.035x) */
-            uint16_t* out = (uint16_t*)g->out + i * g->ldo + j0;
-            for (int c = 0; c < cols; c++) out[c] = (uint16_t)mm_epilogue(acc[r * w + c], g);
+        if (!special_row && !special_col && g->epilogue_order < MM_EPI_ROWWISE && g->bias_kind == MM_BIAS_NONE) {
+            /* mm_epilogue_at's most common case (mm_epilogue: tensor-wise scales, no bias) with
+             * its choices made once (the epilogue was 7 % of a 512 x 5760 x 1920 GEMM's time;
+             * bf16 out 1.035x). The two 2-byte loops are alike on purpose: in each the compiler
+             * knows the output kind and drops mm_epilogue's switch (one loop for both: 0.95x). */
+            const float* row = acc + r * w;
+            uint16_t* out16 = (uint16_t*)g->out + i * g->ldo + j0;
+            if (g->out_kind == MM_OUT_BF16) {
+                for (int c = 0; c < cols; c++) out16[c] = (uint16_t)mm_epilogue(row[c], g);
+            } else if (g->out_kind == MM_OUT_F16) {
+                for (int c = 0; c < cols; c++) out16[c] = (uint16_t)mm_epilogue(row[c], g);
+            } else {
+                for (int c = 0; c < cols; c++) mm_store(g, i, j0 + c, mm_epilogue(row[c], g));
+            }
             continue;
         }
         for (int c = 0; c < cols; c++) {

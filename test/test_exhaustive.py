@@ -2,11 +2,13 @@
 every single product of every FP8 format pair with many accumulators C, every sign pattern of
 small products across block boundaries, and the model's worked examples."""
 import itertools
+import subprocess
 
 import numpy as np
 import pytest
 import torch
 
+import cbuild
 import mmaemu
 from mmaemu_tools import exactmodel as pm
 
@@ -226,3 +228,19 @@ def test_python_model_fp32_arithmetic_is_ieee():
                 assert pm.f32_is_nan(got), (hex(xi), hex(yi))
             else:
                 assert got == want, (hex(xi), hex(yi), hex(got), hex(want))
+
+
+def test_fp16_output_rounding_matches_the_cpu_on_every_fp32(tmp_path):
+    """The epilogue's fp32 -> fp16 conversion (mm_f32_to_f16; its rounding is E4M3's and E5M2's
+    too) equals the CPU's F16C conversion (round to nearest even) on all 2^32 fp32 bit patterns,
+    NaNs aside, which give the canonical 0x7FFF (test/c/f16_check.c, about 12 s)."""
+    cc = cbuild.c_compiler()
+    if not cc:
+        pytest.skip("needs a C compiler")
+    exe = tmp_path / "f16_check"
+    subprocess.run([cc, *cbuild.exact_flags("c"), "-O2", f"-I{cbuild.CSRC}", cbuild.source("f16_check.c"),
+                    "-o", str(exe), "-lm"], check=True, timeout=120)
+    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=600)
+    if run.returncode == 77:
+        pytest.skip(run.stdout.strip())
+    assert run.returncode == 0 and "4294967296 inputs, 0 differences" in run.stdout, run.stdout

@@ -73,13 +73,14 @@ MMAEMU_HD uint32_t mm_f32_to_small(float f, int man_bits, int bias, uint32_t max
     if (r >= 25) {
         q = 0;
     } else {
-        const uint32_t rem = sig & ((1u << r) - 1u), half = 1u << (r - 1);
-        q = sig >> r;
-        if (rem > half || (rem == half && (q & 1u))) q++;
+        /* round to nearest even without a branch on the data (which mispredicted on every other
+         * output): adding half - 1 plus the kept LSB carries exactly when the rest is above half,
+         * or equal to it with an odd LSB */
+        q = (sig + (1u << (r - 1)) - 1u + ((sig >> r) & 1u)) >> r;
     }
-    uint64_t enc = ex >= emin ? ((uint64_t)(ex + bias - 1) << man_bits) + q : q;
-    if (enc > max_enc) return sign | (sat ? max_enc : inf_enc);
-    return sign | (uint32_t)enc;
+    const uint64_t enc = ex >= emin ? ((uint64_t)(ex + bias - 1) << man_bits) + q : q;
+    const uint32_t over = sat ? max_enc : inf_enc; /* a select, not a branch: overflow can be common */
+    return sign | (enc > max_enc ? over : (uint32_t)enc);
 }
 
 /* Output conversions of the epilogue. fp16: overflow -> Inf; E4M3/E5M2: saturate to the
