@@ -165,12 +165,12 @@ MM_AVX2_INLINE void pass1(const int32_t* ak, int64_t as, const int32_t* bk, int 
 /* Pass 2 over k in [k_begin, k_end) of a block: S += trunc((a * b) * 2^-grid), the scaling
  * an integer add G to the product's exponent field (cpu_fast.h, MM_CPU_A_BIAS). */
 MM_AVX2_INLINE void pass2(const int32_t* ak, int64_t as, const int32_t* bk, int k_begin,
-                          int k_end, const __m256i G[MR][NV], __m256i S[MR][NV]) {
+                          int k_end, const __m256i G[MR][NV], __m256i S[MR][NV], const int R) {
     for (int k = k_begin; k < k_end; k++) {
         const mm_cpu_f32* vb = mm_cpu_cvalues(bk + (int64_t)k * STRIDE + MM_CPU_PANEL_V(W));
         __m256 bv[NV];
         for (int v = 0; v < NV; v++) bv[v] = _mm256_loadu_ps(vb + v * VL);
-        for (int r = 0; r < MR; r++) {
+        for (int r = 0; r < R; r++) {
             const __m256 av = _mm256_broadcast_ss(mm_cpu_cvalues(ak + r * as + MM_CPU_A_WORDS * k + MM_CPU_A_V));
             for (int v = 0; v < NV; v++) {
                 const __m256i q = _mm256_add_epi32(_mm256_castps_si256(_mm256_mul_ps(av, bv[v])), G[r][v]);
@@ -354,12 +354,12 @@ MM_AVX2_INLINE __m256i narrow_compose(__m256i S, __m256i grid, __m256i keep_mask
     return _mm256_andnot_si256(szero, _mm256_add_epi32(f, _mm256_slli_epi32(grid, 23)));
 }
 
-/* The blocks over [k0, k1) of MR rows in the multiply (pass2) and split forms, continuing from
- * the C in c (mm_chain). split = 0: one int32 sum per output (|S| < 2^24). split = 1: the
+/* The blocks over [k0, k1) of a group's first R rows (MR, or the live rows of a tile's last
+ * group) in the multiply (pass2) and split forms, continuing from the C in c (mm_chain). split = 0: one int32 sum per output (|S| < 2^24). split = 1: the
  * block's first ceil(n/2) terms (and C's) in S, the rest in S2, each below 2^31 (the driver
  * checks), added in fp64 (presets with more grid bits, such as b200). */
-MM_AVX2_INLINE void chain(const mm_cpu_plan* p, const mm_cpu_operands* o, int64_t k0, int64_t k1,
-                          __m256i c[MR][NV], const int split) {
+MM_AVX2_INLINE void chain_rows(const mm_cpu_plan* p, const mm_cpu_operands* o, int64_t k0, int64_t k1,
+                               __m256i c[MR][NV], const int split, const int R) {
     const int64_t as = o->as;
     const int32_t *a = o->a, *b = o->b;
     const __m256i zero = _mm256_setzero_si256();
@@ -374,16 +374,21 @@ MM_AVX2_INLINE void chain(const mm_cpu_plan* p, const mm_cpu_operands* o, int64_
         const int32_t* bk = b + kb * STRIDE;
         /* A's rows stream from L3 or memory: pass 1 fetches the block after next. */
         uint8_t E8[MR][W];
-        const int npf = kb + 2 * p->block < k1 ? MR * mm_cpu_a_lines(p->block) : 0;
+        const int npf = kb + 2 * p->block < k1 ? R * mm_cpu_a_lines(p->block) : 0;
         const int32_t* pf = ak + MM_CPU_A_WORDS * 2 * p->block;
-        for (int i = n; i < npf; i++) mm_cpu_prefetch_a_line(pf, as, MR, i);
-        pass1(ak, as, bk, n, E8, pf, npf);
+        for (int i = n; i < npf; i++) mm_cpu_prefetch_a_line(pf, as, R, i);
+        pass1_rows(ak, as, bk, n, E8, pf, npf, R);
         /* E with C's exponent, s = 2^(frac - E), S = trunc(C * s). E itself is not kept: the
          * grid is recovered from s (exact unless E was raised to the floor, and then S = 0). */
         __m256i S[MR][NV], G[MR][NV];
         __m256 s[MR][NV];
         for (int r = 0; r < MR; r++)
             for (int v = 0; v < NV; v++) {
+                if (r >= R) { /* rows not run: a sum 0 on grid 0, which fix_lanes leaves */
+                    s[r][v] = _mm256_set1_ps(1.0f);
+                    S[r][v] = G[r][v] = zero;
+                    continue;
+                }
                 const __m256i cb = p->c_late ? zero : c[r][v]; /* a late C joins after the block */
                 const __m256i ef = _mm256_max_epi32(_mm256_max_epi32(lanes_e(E8[r], v), c_exponent(cb)), v_floor);
                 s[r][v] = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_sub_epi32(v_scale, ef), 23));
@@ -398,22 +403,22 @@ MM_AVX2_INLINE void chain(const mm_cpu_plan* p, const mm_cpu_operands* o, int64_
             for (int r = 0; r < MR; r++)
                 for (int v = 0; v < NV; v++) S2[r][v] = zero;
             const int h = (n + 1) / 2;
-            pass2(ak, as, bk, 0, h, G, S);
-            pass2(ak, as, bk, h, n, G, S2);
-            for (int r = 0; r < MR; r++)
+            pass2(ak, as, bk, 0, h, G, S, R);
+            pass2(ak, as, bk, h, n, G, S2, R);
+            for (int r = 0; r < R; r++)
                 for (int v = 0; v < NV; v++) {
                     c_old[r][v] = c[r][v];
                     c[r][v] = compose_split(S[r][v], S2[r][v], grid_of(s[r][v]), p, &bad);
                 }
             if (!_mm256_testz_si256(bad, bad)) fix_lanes(c, S, S2, s, MM_CPU_GRID_MAX_SPLIT, p);
             if (p->c_late) /* D + C, one fp32 RN-even add (mm_block) */
-                for (int r = 0; r < MR; r++)
+                for (int r = 0; r < R; r++)
                     for (int v = 0; v < NV; v++)
                         c[r][v] = _mm256_castps_si256(_mm256_add_ps(_mm256_castsi256_ps(c[r][v]), _mm256_castsi256_ps(c_old[r][v])));
             continue;
         }
-        pass2(ak, as, bk, 0, n, G, S);
-        for (int r = 0; r < MR; r++)
+        pass2(ak, as, bk, 0, n, G, S, R);
+        for (int r = 0; r < R; r++)
             for (int v = 0; v < NV; v++) c[r][v] = narrow_compose(S[r][v], grid_of(s[r][v]), keep_mask, &bad);
         if (!_mm256_testz_si256(bad, bad)) fix_lanes(c, S, NULL, s, MM_CPU_GRID_MAX_NARROW, p);
     }

@@ -227,12 +227,12 @@ MM_AVX512_INLINE __m512i fields_u8(const __m512i c[NV]) {
 /* Pass 2 over k in [k_begin, k_end) of a block: S += trunc((a * b) * 2^-grid), the scaling
  * an integer add G to the product's exponent field (cpu_fast.h, MM_CPU_A_BIAS). */
 MM_AVX512_INLINE void pass2(const int32_t* ak, int64_t as, const int32_t* bk, int k_begin,
-                            int k_end, const __m512i G[MR][NV], __m512i S[MR][NV]) {
+                            int k_end, const __m512i G[MR][NV], __m512i S[MR][NV], const int R) {
     for (int k = k_begin; k < k_end; k++) {
         const mm_cpu_f32* vb = mm_cpu_cvalues(bk + k * STRIDE + MM_CPU_PANEL_V(W));
         __m512 bv[NV];
         for (int v = 0; v < NV; v++) bv[v] = _mm512_loadu_ps(vb + v * VL);
-        for (int r = 0; r < MR; r++) {
+        for (int r = 0; r < R; r++) {
             const __m512 av = _mm512_set1_ps(mm_bits_f32((uint32_t)ak[r * as + MM_CPU_A_WORDS * k + MM_CPU_A_V]));
             for (int v = 0; v < NV; v++) {
                 const __m512i q = _mm512_add_epi32(_mm512_castps_si512(_mm512_mul_ps(av, bv[v])), G[r][v]);
@@ -451,10 +451,10 @@ MM_AVX512_INLINE __m512i compose_split(__m512i S, __m512i S2, __m512i grid, cons
     return _mm512_maskz_add_epi32(nz, fb, _mm512_slli_epi32(grid, 23));
 }
 
-/* The blocks over [k0, k1) of MR rows in the multiply (pass2) and split forms, continuing from the C
- * in c (mm_chain). */
-MM_AVX512_INLINE void chain(const mm_cpu_plan* p, const mm_cpu_operands* o, int64_t k0, int64_t k1,
-                            __m512i c[MR][NV], const int split) {
+/* The blocks over [k0, k1) of a group's first R rows (MR, or the live rows of a tile's last
+ * group) in the multiply (pass2) and split forms, continuing from the C in c (mm_chain). */
+MM_AVX512_INLINE void chain_rows(const mm_cpu_plan* p, const mm_cpu_operands* o, int64_t k0, int64_t k1,
+                                 __m512i c[MR][NV], const int split, const int R) {
     const int64_t as = o->as;
     const int32_t *a = o->a, *b = o->b;
     const __m512i zero = _mm512_setzero_si512();
@@ -472,16 +472,21 @@ MM_AVX512_INLINE void chain(const mm_cpu_plan* p, const mm_cpu_operands* o, int6
          * hardware prefetcher lags on: this form fetches the block after next from pass 1 (the
          * FMA form, chain_rz, the next block from its FMA loop). */
         uint8_t E8[MR][W];
-        const int npf = kb + 2 * p->block < k1 ? MR * mm_cpu_a_lines(p->block) : 0;
+        const int npf = kb + 2 * p->block < k1 ? R * mm_cpu_a_lines(p->block) : 0;
         const int32_t* pf = ak + MM_CPU_A_WORDS * 2 * p->block;
-        for (int i = n; i < npf; i++) mm_cpu_prefetch_a_line(pf, as, MR, i); /* more lines than k steps */
-        pass1(ak, as, bk, n, E8, pf, npf);
+        for (int i = n; i < npf; i++) mm_cpu_prefetch_a_line(pf, as, R, i); /* more lines than k steps */
+        pass1_rows(ak, as, bk, n, E8, pf, npf, R);
         /* E with C's exponent, s = 2^(frac - E), S = trunc(C * s); the grid is later recovered
          * from s (as in the AVX2 kernel). */
         __m512i S[MR][NV], G[MR][NV];
         __m512 s[MR][NV];
         for (int r = 0; r < MR; r++) {
             for (int v = 0; v < NV; v++) {
+                if (r >= R) { /* rows not run: a sum 0 on grid 0, which fix_lanes leaves */
+                    s[r][v] = _mm512_set1_ps(1.0f);
+                    S[r][v] = G[r][v] = zero;
+                    continue;
+                }
                 const __m512i cb = p->c_late ? zero : c[r][v]; /* a late C joins after the block */
                 const __m512i ef = _mm512_max_epi32(_mm512_max_epi32(lanes_e(E8[r], v), c_exponent(cb)), v_floor);
                 s[r][v] = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_sub_epi32(v_scale, ef), 23));
@@ -493,27 +498,27 @@ MM_AVX512_INLINE void chain(const mm_cpu_plan* p, const mm_cpu_operands* o, int6
         /* Pass 2: every product cut toward zero to the grid, summed exactly (split: the
          * second half of the block into S2). */
         const int h = split ? (n + 1) / 2 : n;
-        pass2(ak, as, bk, 0, h, G, S);
+        pass2(ak, as, bk, 0, h, G, S, R);
         __m512i S2[MR][NV];
         for (int r = 0; r < MR; r++)
             for (int v = 0; v < NV; v++) S2[r][v] = zero;
-        pass2(ak, as, bk, h, n, G, S2);
+        pass2(ak, as, bk, h, n, G, S2, R);
         __mmask16 bad = 0;
         if (split) {
             __m512i c_old[MR][NV];
-            for (int r = 0; r < MR; r++)
+            for (int r = 0; r < R; r++)
                 for (int v = 0; v < NV; v++) {
                     c_old[r][v] = c[r][v];
                     c[r][v] = compose_split(S[r][v], S2[r][v], grid_of(s[r][v]), p, &bad);
                 }
             if (bad) fix_lanes(c, S, S2, s, MM_CPU_GRID_MAX_SPLIT, p);
             if (p->c_late) /* D + C, one fp32 RN-even add (mm_block) */
-                for (int r = 0; r < MR; r++)
+                for (int r = 0; r < R; r++)
                     for (int v = 0; v < NV; v++)
                         c[r][v] = _mm512_castps_si512(_mm512_add_ps(_mm512_castsi512_ps(c[r][v]), _mm512_castsi512_ps(c_old[r][v])));
             continue;
         }
-        for (int r = 0; r < MR; r++)
+        for (int r = 0; r < R; r++)
             for (int v = 0; v < NV; v++)
                 bad |= narrow_compose(&c[r][v], S[r][v], grid_of(s[r][v]), keep_mask, grid_lo, grid_hi);
         if (bad) fix_lanes(c, S, NULL, s, MM_CPU_GRID_MAX_NARROW, p);

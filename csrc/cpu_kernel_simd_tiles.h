@@ -7,8 +7,8 @@
  *   MM_VI_ZERO, MM_VF_LOAD, MM_VF_STORE, MM_VF_ZERO, MM_VF_ADD_BITS (a + the fp32 of x's bits);
  *   MM_RZ_ENTER(), MM_RZ_LEAVE(): what the FMA form needs around it (AVX2: MXCSR's rounding);
  *   pass1_rows and pass1 (a block's maxima for the first R rows of a group, and for all MR),
- *   rz_block_rows (a block of the FMA form for a group's first R rows) and chain (the multiply
- *   and split forms' blocks of one group of MR rows over [k0, k1)).
+ *   rz_block_rows (a block of the FMA form for a group's first R rows) and chain_rows (the
+ *   multiply and split forms' blocks of a group's first R rows over [k0, k1)).
  * Defines tile and tile_split, the kernel's mm_cpu_tile_fn pair (cpu_fast.h). */
 #ifndef MMAEMU_CPU_KERNEL_SIMD_TILES_H
 #define MMAEMU_CPU_KERNEL_SIMD_TILES_H
@@ -74,7 +74,7 @@ MM_SIMD_INLINE void chain_rz(const mm_cpu_plan* p, const mm_cpu_operands* o, int
 }
 
 /* The chains of the tile's rows over [k0, k1): the FMA form's by chain_rz, the others' row
- * group by row group. */
+ * group by row group, a last group of 1 or 2 live rows on those alone. */
 MM_SIMD_INLINE void chains(const mm_cpu_plan* p, const mm_cpu_operands* o, int64_t k0, int64_t k1,
                            mm_vi c[TR][NV], const int split) {
     if (!split && p->rz) {
@@ -82,8 +82,14 @@ MM_SIMD_INLINE void chains(const mm_cpu_plan* p, const mm_cpu_operands* o, int64
         return;
     }
     for (int i = 0; i < o->rows; i += MR) {
-        const mm_cpu_operands rows = {o->a + i * o->as, o->as, MR, o->live - i < MR ? o->live - i : MR, o->b, o->bsign};
-        chain(p, &rows, k0, k1, c + i, split);
+        const int live = o->live - i;
+        const mm_cpu_operands rows = {o->a + i * o->as, o->as, MR, live < MR ? live : MR, o->b, o->bsign};
+        if (live == 1)
+            chain_rows(p, &rows, k0, k1, c + i, split, 1);
+        else if (live == 2)
+            chain_rows(p, &rows, k0, k1, c + i, split, 2);
+        else
+            chain_rows(p, &rows, k0, k1, c + i, split, MR);
     }
 }
 
