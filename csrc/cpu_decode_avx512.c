@@ -10,8 +10,8 @@
  * cpu_decode_avx2.c: a record whose codes hold a subnormal forms its values by an exact
  * subtraction).
  *
- * Compiled with a target attribute; it runs only where the CPU reports avx512f and avx512bw
- * (checked here, not by the driver's cpu_has, which test builds point at SIMDe). */
+ * Compiled with a target attribute; the driver calls it only where mm_cpu_decode_avx512_runs()
+ * (the CPU's own flags, not the driver's cpu_has, which test builds point at SIMDe). */
 #include "cpu_fast.h"
 
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
@@ -147,7 +147,7 @@ int mm_cpu_decode_avx512_runs(void) {
 
 int mm_cpu_decode_b_group_avx512(const uint8_t* const* cols, int w, int fmt, int32_t* rec, uint32_t* group,
                                  uint8_t* col_special) {
-    if (w != W || (fmt != MM_FMT_E4M3 && fmt != MM_FMT_E5M2) || !mm_cpu_decode_avx512_runs()) return 0;
+    if (w != W || (fmt != MM_FMT_E4M3 && fmt != MM_FMT_E5M2)) return 0;
     return decode_group_any(cols, fmt, rec, group, col_special);
 }
 

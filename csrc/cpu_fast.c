@@ -223,6 +223,7 @@ static void decode_b_panel(const mm_gemm* g, const mm_cpu_lut* t, int64_t j0, in
     /* whole groups of the SIMD kernels' panels: AVX-512's 64 columns where the CPU has it
      * (cpu_decode_avx512.c), else AVX2, 32 columns at a time (cpu_decode_avx2.c) */
     const int simd = order == MM_CPU_BYTES_WORDS && t->simd_b && cpu_has("avx2");
+    const int simd512 = simd && w == 64 && mm_cpu_decode_avx512_runs();
     for (int64_t kg = 0; kg < len; kg += MM_CPU_SIGN_SPAN) {
         const int span = (int)(len - kg < MM_CPU_SIGN_SPAN ? len - kg : MM_CPU_SIGN_SPAN);
         int32_t* rec = panel + kg * stride;
@@ -230,7 +231,7 @@ static void decode_b_panel(const mm_gemm* g, const mm_cpu_lut* t, int64_t j0, in
         if (simd && span == MM_CPU_SIGN_SPAN) {
             const uint8_t* cols[64];
             for (int c = 0; c < w; c++) cols[c] = c < real ? src[c] + kg : zeros;
-            if (mm_cpu_decode_b_group_avx512(cols, w, t->fmt, rec, group, col_special) ||
+            if ((simd512 && mm_cpu_decode_b_group_avx512(cols, w, t->fmt, rec, group, col_special)) ||
                 mm_cpu_decode_b_group_avx2(cols, w, t->fmt, rec, group, col_special))
                 continue;
         }

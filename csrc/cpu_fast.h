@@ -262,8 +262,8 @@ int mm_cpu_decode_b_group_avx2(const uint8_t* const* cols, int w, int fmt, int32
                                uint8_t* col_special);
 
 /* The same for the 64-column panel of the AVX-512 kernel, with AVX-512 F and BW
- * (cpu_decode_avx512.c); returns 0, doing nothing, for another width or format, or where the
- * CPU lacks them. */
+ * (cpu_decode_avx512.c); returns 0, doing nothing, for another width or format. Call only where
+ * mm_cpu_decode_avx512_runs(). */
 int mm_cpu_decode_b_group_avx512(const uint8_t* const* cols, int w, int fmt, int32_t* rec, uint32_t* group,
                                  uint8_t* col_special);
 /* Whether it runs on this CPU. */

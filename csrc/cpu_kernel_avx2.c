@@ -156,12 +156,6 @@ MM_AVX2_INLINE void pass1_rows(const int32_t* ak, int64_t as, const int32_t* bk,
     for (int r = 0; r < R; r++) _mm256_storeu_si256((__m256i*)(void*)E8[r], e[r]);
 }
 
-/* pass1_rows on a group's MR rows. */
-MM_AVX2_INLINE void pass1(const int32_t* ak, int64_t as, const int32_t* bk, int n, uint8_t E8[MR][W],
-                          const int32_t* pf, int npf) {
-    pass1_rows(ak, as, bk, n, E8, pf, npf, MR);
-}
-
 /* Pass 2 over k in [k_begin, k_end) of a block: S += trunc((a * b) * 2^-grid), the scaling
  * an integer add G to the product's exponent field (cpu_fast.h, MM_CPU_A_BIAS). */
 MM_AVX2_INLINE void pass2(const int32_t* ak, int64_t as, const int32_t* bk, int k_begin,
@@ -355,9 +349,10 @@ MM_AVX2_INLINE __m256i narrow_compose(__m256i S, __m256i grid, __m256i keep_mask
 }
 
 /* The blocks over [k0, k1) of a group's first R rows (MR, or the live rows of a tile's last
- * group) in the multiply (pass2) and split forms, continuing from the C in c (mm_chain). split = 0: one int32 sum per output (|S| < 2^24). split = 1: the
- * block's first ceil(n/2) terms (and C's) in S, the rest in S2, each below 2^31 (the driver
- * checks), added in fp64 (presets with more grid bits, such as b200). */
+ * group) in the multiply (pass2) and split forms, continuing from the C in c (mm_chain).
+ * split = 0: one int32 sum per output (|S| < 2^24). split = 1: the block's first ceil(n/2)
+ * terms (and C's) in S, the rest in S2, each below 2^31 (the driver checks), added in fp64
+ * (presets with more grid bits, such as b200). */
 MM_AVX2_INLINE void chain_rows(const mm_cpu_plan* p, const mm_cpu_operands* o, int64_t k0, int64_t k1,
                                __m256i c[MR][NV], const int split, const int R) {
     const int64_t as = o->as;

@@ -261,12 +261,6 @@ MM_AVX512_INLINE void pass1_rows(const int32_t* ak, int64_t as, const int32_t* b
     for (int r = 0; r < R; r++) _mm512_storeu_si512((void*)E8[r], e[r]);
 }
 
-/* pass1_rows on a group's MR rows. */
-MM_AVX512_INLINE void pass1(const int32_t* ak, int64_t as, const int32_t* bk, int n, uint8_t E8[MR][W],
-                            const int32_t* pf, int npf) {
-    pass1_rows(ak, as, bk, n, E8, pf, npf, MR);
-}
-
 /* The narrow block result of one vector: the keep bits of (float)S with grid added to the exponent
  * field; returns the lanes outside that fast range, for compose_fix. */
 MM_AVX512_INLINE __mmask16 narrow_compose(__m512i* c, __m512i S, __m512i grid, __m512i keep_mask,

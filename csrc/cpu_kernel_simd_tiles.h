@@ -6,7 +6,7 @@
  *   mm_vi, mm_vf: the integer and fp32 vector types, and the macros MM_VI_LOAD, MM_VI_STORE,
  *   MM_VI_ZERO, MM_VF_LOAD, MM_VF_STORE, MM_VF_ZERO, MM_VF_ADD_BITS (a + the fp32 of x's bits);
  *   MM_RZ_ENTER(), MM_RZ_LEAVE(): what the FMA form needs around it (AVX2: MXCSR's rounding);
- *   pass1_rows and pass1 (a block's maxima for the first R rows of a group, and for all MR),
+ *   pass1_rows (a block's maxima for the first R rows of a group),
  *   rz_block_rows (a block of the FMA form for a group's first R rows) and chain_rows (the
  *   multiply and split forms' blocks of a group's first R rows over [k0, k1)).
  * Defines tile and tile_split, the kernel's mm_cpu_tile_fn pair (cpu_fast.h). */
@@ -49,7 +49,7 @@ MM_SIMD_INLINE void rz_group(const mm_cpu_plan* p, const int32_t* ak, int64_t as
         pass1_rows(ak, as, bk, n, E8, ak, 0, 2);
         rz_block_2(p, ak, as, bk, n, E8, bsign, kb, c, pf, 2 * mm_cpu_a_lines(nn));
     } else {
-        pass1(ak, as, bk, n, E8, ak, 0);
+        pass1_rows(ak, as, bk, n, E8, ak, 0, MR);
         rz_block(p, ak, as, bk, n, E8, bsign, kb, c, pf, MR * mm_cpu_a_lines(nn));
     }
 }

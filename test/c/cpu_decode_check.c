@@ -53,7 +53,7 @@ typedef int (*group_decoder)(const uint8_t* const* cols, int w, int fmt, int32_t
                              uint8_t* col_special);
 
 /* The panel's whole sign groups (the first len / 32) decoded by fn alone into pn, special[c] =
- * a NaN/Inf code of column c among them; returns 0 where fn declines (a CPU without it). */
+ * a NaN/Inf code of column c among them; returns 0 where fn declines (another width). */
 static int decode_groups(group_decoder fn, const uint8_t* codes, int64_t ldb, int64_t N, int64_t j0, int w,
                          int64_t k0, int64_t len, int fmt, const mm_cpu_panel* pn, uint8_t* special) {
     static const uint8_t zeros[MM_CPU_SIGN_SPAN];
@@ -120,7 +120,8 @@ int main(int argc, char** argv) {
         uint8_t special_whole[64] = {0};
         for (int c = 0; c < w && j0 + c < N; c++)
             for (int64_t k = 0; k < whole; k++) special_whole[c] |= t.special[codes[(j0 + c) * ldb + k0 + k]];
-        for (int d = 0; d < 2 && whole; d++) {
+        const int here = mm_cpu_decode_avx512_runs() ? 2 : 1; /* AVX-512's only where the CPU has it */
+        for (int d = 0; d < here && whole; d++) {
             mm_cpu_panel alone;
             uint8_t special_alone[64];
             if (!panel_alloc(&alone, len, w, signs)) {
