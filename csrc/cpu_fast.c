@@ -13,9 +13,10 @@
  *  - An output whose row of A or column of B holds a NaN or Inf code is computed by
  *    mm_gemm_element, the reference itself (the kernels see those codes as zeros).
  *
- * Speed: A is decoded once for the call; each B panel (W columns x K) is decoded by the thread
- * that uses it and stays in its L2 while the thread runs its rows against it. Work items
- * (panel, row chunk) are handed out dynamically to `threads` pthreads.
+ * Speed: A is decoded once for the call, by all its threads; each B panel (W columns x K) is
+ * decoded by the thread that uses it and stays in its L2 while the thread runs its rows against
+ * it. Work items (panel, row chunk) are handed out dynamically to `threads` pthreads; with fewer
+ * panels than threads, a panel's rows are cut so that every thread has one (run_pass).
  *
  * Memory: a K too long for the decode budgets (MM_CPU_PANEL_BUDGET) is streamed: segments of K
  * are decoded in turn and each output's split state (the kernels' resume form) and split
@@ -33,6 +34,7 @@
 #endif
 #include <fenv.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -40,6 +42,15 @@
 #include <time.h>
 
 #include "cpu_fast.h"
+
+/* The buffers the kernels read and write with vector loads (decoded operands, accumulators),
+ * on cache lines: a panel record's value vectors then never straddle two lines. With malloc's
+ * 16-byte alignment the panel's placement decided it, and whole GEMMs ran 0.91x to 0.92x when it
+ * was off a line (512 x 5760 x 1920, one thread; benchmarks/results/cpu.md). free() releases it. */
+static void* alloc_lines(size_t bytes) {
+    void* p = NULL;
+    return posix_memalign(&p, 64, bytes ? bytes : 1) == 0 ? p : NULL;
+}
 
 /* ---- the plan -------------------------------------------------------------------------- */
 
@@ -134,13 +145,13 @@ static void lut_make(mm_cpu_lut* t, int fmt, int bias, int e_code, int enlarge) 
     }
 }
 
-/* Rows [0, m_pad) of A over k in [k0, k1), row i at out + i * MM_CPU_A_WORDS * (k1 - k0) (rows
+/* Rows [i0, i1) of A over k in [k0, k1), row i at out + i * MM_CPU_A_WORDS * (k1 - k0) (rows
  * from M on are zeros); row_special[i] |= a NaN/Inf code in that range of row i. Each record's
  * sign window (cpu_fast.h) is built from the end of the row backwards. */
-static void decode_a(const mm_gemm* g, const mm_cpu_lut* t, int64_t m_pad, int64_t k0, int64_t k1,
+static void decode_a(const mm_gemm* g, const mm_cpu_lut* t, int64_t i0, int64_t i1, int64_t k0, int64_t k1,
                      int32_t* out, uint8_t* row_special) {
     const int64_t len = k1 - k0;
-    for (int64_t i = 0; i < m_pad; i++) {
+    for (int64_t i = i0; i < i1; i++) {
         int32_t* row = out + i * MM_CPU_A_WORDS * len;
         uint8_t special = 0;
         uint32_t window = 0;
@@ -181,7 +192,7 @@ static int64_t panel_k_within(int64_t words, int w, int signs) {
 
 static int panel_alloc(mm_cpu_panel* pn, int64_t len, int w, int signs) {
     if (len < 1) len = 1;
-    pn->rec = malloc(sizeof(int32_t) * (size_t)panel_words(len, w, signs));
+    pn->rec = alloc_lines(sizeof(int32_t) * (size_t)panel_words(len, w, signs));
     pn->sign = pn->rec && signs ? (uint32_t*)(void*)(pn->rec + MM_CPU_PANEL_STRIDE(w) * len) : NULL;
     return pn->rec != NULL;
 }
@@ -333,7 +344,7 @@ static void probe_free(mm_cpu_probe_set* ps) {
 static int probe_operands(const mm_cpu_kernel* k, mm_cpu_probe_set* ps) {
     memset(ps, 0, sizeof *ps);
     uint8_t* codes = malloc((size_t)(k->mr > k->w ? k->mr : k->w) * MM_CPU_PROBE_K);
-    ps->a = malloc(sizeof(int32_t) * (size_t)(MM_CPU_A_WORDS * k->mr * MM_CPU_PROBE_K));
+    ps->a = alloc_lines(sizeof(int32_t) * (size_t)(MM_CPU_A_WORDS * k->mr * MM_CPU_PROBE_K));
     if (!codes || !ps->a || !panel_alloc(&ps->panel, MM_CPU_PROBE_K, k->w, k->rz_signs)) {
         free(codes);
         probe_free(ps);
@@ -352,7 +363,7 @@ static int probe_operands(const mm_cpu_kernel* k, mm_cpu_probe_set* ps) {
             codes[r * MM_CPU_PROBE_K + kk] = (uint8_t)(((kk * 7 + r) % 9 + 3) << 3 | (kk % 8) | (kk & 1 ? 0x80 : 0));
     lut_make(&lut, MM_FMT_E4M3, k->a_bias, k->e_code, k->rz_signs);
     memset(special, 0, sizeof special);
-    decode_a(&g, &lut, k->mr, 0, MM_CPU_PROBE_K, ps->a, special);
+    decode_a(&g, &lut, 0, k->mr, 0, MM_CPU_PROBE_K, ps->a, special);
     for (int c = 0; c < k->w; c++)
         for (int64_t kk = 0; kk < MM_CPU_PROBE_K; kk++)
             codes[c * MM_CPU_PROBE_K + kk] = (uint8_t)(((kk * 5 + c) % 11 + 3) << 3 | (c % 8) | (c & 1 ? 0 : 0x80));
@@ -454,20 +465,18 @@ static const mm_cpu_kernel* narrow_kernel(const mm_gemm* g) {
     return pick;
 }
 
-/* special[c] = column j0 + c of B (c < n, j0 + c < N) holds a NaN/Inf code anywhere in K. */
-static void scan_b_special(const mm_gemm* g, const mm_cpu_lut* t, int64_t j0, int64_t n,
-                           uint8_t* special) {
-    for (int64_t c = 0; c < n; c++) {
-        uint8_t any = 0;
-        if (j0 + c < g->N) {
-            const uint8_t* src = g->b + (j0 + c) * g->ldb;
-            for (int64_t k = 0; k < g->K; k++) any |= t->special[src[k]];
-        }
-        special[c] = any;
-    }
-}
-
 /* ---- the work -------------------------------------------------------------------------- */
+
+/* A's rows of a pass, decoded by the pass's threads before its items (decode_a_share): groups of
+ * per_item rows taken in turn. */
+typedef struct {
+    const mm_gemm* g;        /* g->a: the pass's first row; g->M: its rows of A */
+    const mm_cpu_lut* lut;
+    int32_t* out;
+    uint8_t* row_special;
+    int64_t rows, per_item, k0, k1;
+    atomic_llong next, done;
+} mm_cpu_a_decode;
 
 typedef struct {
     const mm_gemm* g;
@@ -478,17 +487,20 @@ typedef struct {
     mm_cpu_lut lut_b;
     const int32_t* a;        /* decoded rows [row0, row0 + rows), k in [ks, ke) */
     const uint8_t* row_special;
+    mm_cpu_a_decode a_decode; /* how the pass's threads decode them */
     int64_t row0, rows;      /* the rows of this pass */
     int64_t panel0, panels;  /* the panels of this pass: columns from panel0 * w */
     int64_t chunk_rows, chunks;
     int64_t ks, ke;          /* the decoded k range: all of K, or one segment of a long K */
-    /* Streaming a long K only (else NULL): per tile (row tile t, panel p of the pass) its split
-     * state, n floats at state + (t * panels + p) * n, and nred slots of n floats of split
-     * reduction at red + (t * panels + p) * nred * n; col_special covers the pass's columns. */
+    /* Streaming a long K only (else NULL): per tile (its first row rt, its rows r, panel p of the
+     * pass) its split state, r * w floats at state + (p * rows + rt) * w, and nred slots of r * w
+     * floats of split reduction at red + (p * rows + rt) * nred * w; col_special: whether each of
+     * the pass's columns held a NaN/Inf code in the segments before this one (the decoders'
+     * findings, gathered by the items that decode a panel for its first row chunk). */
     float* state;
     float* red;
     int64_t nred;
-    const uint8_t* col_special;
+    uint8_t* col_special;
     int last;                /* the segment ends at K: the outputs are stored */
     atomic_llong next_item;
     atomic_int finished; /* workers that ran out of items: then every item is done */
@@ -615,16 +627,16 @@ static int64_t segment_end(int64_t K, int64_t split_chunk, int64_t ks, int64_t k
 
 /* ---- storing ----------------------------------------------------------------------------- */
 
-/* The epilogue of a tile's accumulators acc: rows row0 + rt.., columns j0..; an output whose row
- * or column holds a NaN/Inf code gets the reference's bits instead. */
-static void store_tile(const mm_cpu_job* job, int64_t rt, int64_t j0, const float* acc,
+/* The epilogue of a tile's accumulators acc: its rows row0 + rt.. (rows of them), columns j0..;
+ * an output whose row or column holds a NaN/Inf code gets the reference's bits instead. */
+static void store_tile(const mm_cpu_job* job, int64_t rt, int rows, int64_t j0, const float* acc,
                        const uint8_t* col_special) {
     const mm_gemm* g = job->g;
-    const int mr = job->kern->mr, w = job->kern->w;
+    const int w = job->kern->w;
     const int cols = j0 + w < g->N ? w : (int)(g->N - j0);
     int special_col = 0;
     for (int c = 0; c < cols; c++) special_col |= col_special[c];
-    for (int r = 0; r < mr; r++) {
+    for (int r = 0; r < rows; r++) {
         const int64_t i = job->row0 + rt + r;
         if (i >= g->M) break;
         const int special_row = job->row_special[rt + r];
@@ -652,14 +664,14 @@ static void store_tile(const mm_cpu_job* job, int64_t rt, int64_t j0, const floa
     }
 }
 
-/* Asks for the cache lines of the tile's outputs (rows rt.., columns j0..) with intent to write,
- * before the tile's k loop: store_tile then writes to lines already fetched, where a store
- * that missed waited for its line (the outputs of a large GEMM are in no cache). */
-static void prefetch_out(const mm_cpu_job* job, int64_t rt, int64_t j0) {
+/* Asks for the cache lines of the tile's outputs (rows rt.., rows of them, columns j0..) with
+ * intent to write, before the tile's k loop: store_tile then writes to lines already fetched,
+ * where a store that missed waited for its line (the outputs of a large GEMM are in no cache). */
+static void prefetch_out(const mm_cpu_job* job, int64_t rt, int rows, int64_t j0) {
     const mm_gemm* g = job->g;
     const int size = mm_out_size(g->out_kind), w = job->kern->w;
     const int64_t cols = j0 + w < g->N ? w : g->N - j0;
-    for (int r = 0; r < job->kern->mr && job->row0 + rt + r < g->M; r++) {
+    for (int r = 0; r < rows && job->row0 + rt + r < g->M; r++) {
         const char* row = (const char*)g->out + ((job->row0 + rt + r) * g->ldo + j0) * size;
         for (int64_t b = 0; b < cols * size; b += 64) __builtin_prefetch(row + b, 1, 3);
         __builtin_prefetch(row + cols * size - 1, 1, 3);
@@ -668,16 +680,16 @@ static void prefetch_out(const mm_cpu_job* job, int64_t rt, int64_t j0) {
 
 /* One segment [ks, ke) of the tile at row rt, panel p of the pass: each split's piece in the
  * segment continues that split's state, a split that ends in it joins the reduction, and the
- * last segment stores the outputs. */
+ * last segment stores the outputs (col_special: the panel's columns that hold NaN/Inf in K). */
 static void tile_segment(const mm_cpu_job* job, int64_t rt, int64_t p, const mm_cpu_operands* o,
-                         float* acc) {
+                         float* acc, const uint8_t* col_special) {
     const mm_gemm* g = job->g;
-    const int mr = job->kern->mr, w = job->kern->w, n = mr * w;
+    const int w = job->kern->w, n = o->rows * w;
     const int32_t splits = g->splits > 1 ? g->splits : 1;
-    const int64_t chunk = mm_split_chunk(g->K, splits), tile_index = rt / mr * job->panels + p;
+    const int64_t chunk = mm_split_chunk(g->K, splits), at = p * job->rows + rt;
     const int64_t ks = job->ks, ke = job->ke;
-    float* state = job->state + tile_index * n;
-    float* red = job->red ? job->red + tile_index * job->nred * n : NULL;
+    float* state = job->state + at * w;
+    float* red = job->red ? job->red + at * job->nred * w : NULL;
     int32_t s = (int32_t)(ks / chunk);
     for (; s < splits && s * chunk < ke; s++) {
         const int64_t k0 = s * chunk, k1 = k0 + chunk < g->K ? k0 + chunk : g->K;
@@ -696,21 +708,36 @@ static void tile_segment(const mm_cpu_job* job, int64_t rt, int64_t p, const mm_
     } else {
         memcpy(acc, state, sizeof(float) * (size_t)n);
     }
-    store_tile(job, rt, (job->panel0 + p) * w, acc, job->col_special + p * w);
+    store_tile(job, rt, o->rows, (job->panel0 + p) * w, acc, col_special);
 }
 
 /* ---- threads ----------------------------------------------------------------------------- */
 
+/* A thread's share of decoding the pass's rows of A: groups of rows until none is left, then it
+ * waits until every group is done (the items read all of them). */
+static void decode_a_share(mm_cpu_a_decode* d) {
+    const int64_t groups = (d->rows + d->per_item - 1) / d->per_item;
+    for (;;) {
+        const int64_t i = atomic_fetch_add(&d->next, 1);
+        if (i >= groups) break;
+        const int64_t i0 = i * d->per_item, i1 = i0 + d->per_item < d->rows ? i0 + d->per_item : d->rows;
+        decode_a(d->g, d->lut, i0, i1, d->k0, d->k1, d->out, d->row_special);
+        atomic_fetch_add(&d->done, 1);
+    }
+    while (atomic_load(&d->done) < groups) sched_yield();
+}
+
 static void* worker(void* arg) {
     mm_cpu_job* job = (mm_cpu_job*)arg;
     fesetenv(&job->fenv);
+    decode_a_share(&job->a_decode);
     const mm_gemm* g = job->g;
     const int mr = job->kern->mr, w = job->kern->w, n = mr * w;
     const int64_t klen = job->ke - job->ks, as = MM_CPU_A_WORDS * klen;
     mm_cpu_panel panel;
     const int have = panel_alloc(&panel, klen, w, job->signs);
-    float* scratch = malloc(sizeof(float) * (size_t)(34 * n));
-    uint8_t col_special[64];
+    float* scratch = alloc_lines(sizeof(float) * (size_t)(34 * n));
+    uint8_t col_special[64], col_special_all[64];
     if (!have || !scratch) { /* the other threads take this one's share */
         if (have) free(panel.rec);
         free(scratch);
@@ -728,6 +755,16 @@ static void* worker(void* arg) {
             decode_b_panel(g, &job->lut_b, j0, w, job->kern->byte_order, job->ks, job->ke, &panel, col_special);
             have_panel = p;
         }
+        if (job->state) {
+            /* a streamed K: the first row chunk's item adds this segment's NaN/Inf columns to
+             * the segments' before it; the last segment (which stores) adds none, but reads them
+             * with its own: so no item reads what another writes */
+            uint8_t* seen = job->col_special + p * w;
+            for (int c = 0; c < w; c++) {
+                if (job->last) col_special_all[c] = (uint8_t)(seen[c] | col_special[c]);
+                else if (ci == 0) seen[c] |= col_special[c];
+            }
+        }
         const int64_t r0 = ci * job->chunk_rows;
         const int64_t r1 = r0 + job->chunk_rows < job->rows ? r0 + job->chunk_rows : job->rows;
         for (int64_t rt = r0; rt < r1; rt += mr) {
@@ -735,12 +772,12 @@ static void* worker(void* arg) {
             const int64_t left = g->M - (job->row0 + rt); /* rows of A from rt on */
             const mm_cpu_operands o = {job->a + rt * as, as, rows, left < rows ? (int)left : rows, panel.rec, panel.sign};
             if (job->state) {
-                tile_segment(job, rt, p, &o, acc);
+                tile_segment(job, rt, p, &o, acc, col_special_all);
                 continue;
             }
-            prefetch_out(job, rt, j0);
+            prefetch_out(job, rt, rows, j0);
             tile_dot(job, &o, acc, part, red);
-            store_tile(job, rt, j0, acc, col_special);
+            store_tile(job, rt, rows, j0, acc, col_special);
         }
     }
     free(panel.rec);
@@ -760,21 +797,50 @@ static void run_threads(mm_cpu_job* job, int threads) {
     for (int t = 0; t < started; t++) pthread_join(tid[t], NULL);
 }
 
-/* Cuts the pass into items (panel, row chunk) and runs them; MM_ERR_NO_MEMORY if no worker
- * could allocate its buffers. */
+/* What run_pass's threads decode of A: rows [0, rows) of sub over k in [k0, k1). */
+static void a_decode_set(mm_cpu_job* job, const mm_gemm* sub, const mm_cpu_lut* lut, int32_t* a,
+                         uint8_t* row_special, int64_t rows, int64_t k0, int64_t k1) {
+    mm_cpu_a_decode* d = &job->a_decode;
+    d->g = sub;
+    d->lut = lut;
+    d->out = a;
+    d->row_special = row_special;
+    d->rows = rows;
+    d->k0 = k0;
+    d->k1 = k1;
+}
+
+/* Decodes the pass's rows of A (on its threads, job->a_decode) and runs its items (panel, row
+ * chunk); MM_ERR_NO_MEMORY if no worker could allocate its buffers. */
 static int run_pass(mm_cpu_job* job, int threads) {
-    const int mr = job->kern->mr;
-    /* Enough items for dynamic balancing (4 per thread), but whole panels when possible:
-     * each item decodes its panel unless the thread's previous item had the same one. */
-    int64_t chunks = (4 * (int64_t)threads + job->panels - 1) / job->panels;
-    if (chunks > job->rows / mr) chunks = job->rows / mr;
+    const int mr = job->kern->mr, step = job->kern->row_step;
+    int64_t chunks, unit;
+    if (job->panels >= threads) {
+        /* Enough items for dynamic balancing (4 per thread), but whole panels when possible:
+         * each item decodes its panel unless the thread's previous item had the same one. */
+        chunks = (4 * (int64_t)threads + job->panels - 1) / job->panels;
+        if (chunks > job->rows / mr) chunks = job->rows / mr;
+        unit = mr;
+    } else {
+        /* Fewer panels than threads (small N): each panel's rows cut into as many chunks of
+         * whole groups as give every thread an item (each decodes the panel again; 16 x 16 x
+         * 4 194 304 ran on one thread of two before). */
+        chunks = (threads + job->panels - 1) / job->panels;
+        if (chunks > job->rows / step) chunks = job->rows / step;
+        unit = step;
+    }
     if (chunks < 1) chunks = 1;
-    job->chunk_rows = ((job->rows + chunks - 1) / chunks + mr - 1) / mr * mr;
+    job->chunk_rows = ((job->rows + chunks - 1) / chunks + unit - 1) / unit * unit;
     job->chunks = (job->rows + job->chunk_rows - 1) / job->chunk_rows;
     atomic_store(&job->next_item, 0);
     atomic_store(&job->finished, 0);
     const int64_t items = job->panels * job->chunks;
-    run_threads(job, (int)(threads < items ? threads : items));
+    if (threads > items) threads = (int)items;
+    mm_cpu_a_decode* d = &job->a_decode;
+    d->per_item = (d->rows + 4 * threads - 1) / (4 * threads); /* 4 groups of rows per thread */
+    atomic_store(&d->next, 0);
+    atomic_store(&d->done, 0);
+    run_threads(job, threads);
     return atomic_load(&job->finished) == 0 ? MM_ERR_NO_MEMORY : MM_OK;
 }
 
@@ -815,7 +881,7 @@ static int run_whole(mm_cpu_job* job, const mm_cpu_lut* lut_a, int threads) {
     const int step = job->kern->row_step;
     const int64_t m_pad_all = (g->M + mr - 1) / mr * mr; /* a pass is whole tiles; its rows, of step */
     if (pass_rows > m_pad_all) pass_rows = m_pad_all;
-    int32_t* a = malloc((size_t)(pass_rows * row_bytes));
+    int32_t* a = alloc_lines((size_t)(pass_rows * row_bytes));
     uint8_t* row_special = malloc((size_t)pass_rows);
     int rc = a && row_special ? MM_OK : MM_ERR_NO_MEMORY;
     job->ks = 0;
@@ -828,7 +894,7 @@ static int run_whole(mm_cpu_job* job, const mm_cpu_lut* lut_a, int threads) {
         sub.a = g->a + row0 * g->lda;
         sub.M = g->M - row0 < rows ? g->M - row0 : rows;
         memset(row_special, 0, (size_t)rows);
-        decode_a(&sub, lut_a, rows, 0, g->K, a, row_special);
+        a_decode_set(job, &sub, lut_a, a, row_special, rows, 0, g->K);
         job->a = a;
         job->row_special = row_special;
         job->row0 = row0;
@@ -859,11 +925,11 @@ static int run_streamed(mm_cpu_job* job, const mm_cpu_lut* lut_a, int64_t kc, in
     if (pass_panels < 1) pass_panels = 1;
     if (pass_panels > all_panels) pass_panels = all_panels;
     const int64_t outputs = pass_rows * pass_panels * w;
-    int32_t* a = malloc(sizeof(int32_t) * (size_t)(pass_rows * MM_CPU_A_WORDS * kc));
+    int32_t* a = alloc_lines(sizeof(int32_t) * (size_t)(pass_rows * MM_CPU_A_WORDS * kc));
     uint8_t* row_special = malloc((size_t)pass_rows);
     uint8_t* col_special = malloc((size_t)(pass_panels * w));
-    float* state = malloc(sizeof(float) * (size_t)outputs);
-    float* red = job->nred ? malloc(sizeof(float) * (size_t)(outputs * job->nred)) : NULL;
+    float* state = alloc_lines(sizeof(float) * (size_t)outputs);
+    float* red = job->nred ? alloc_lines(sizeof(float) * (size_t)(outputs * job->nred)) : NULL;
     int rc = a && row_special && col_special && state && (red || !job->nred) ? MM_OK : MM_ERR_NO_MEMORY;
     job->state = state;
     job->red = red;
@@ -883,12 +949,12 @@ static int run_streamed(mm_cpu_job* job, const mm_cpu_lut* lut_a, int64_t kc, in
         for (int64_t p0 = 0; p0 < all_panels && rc == MM_OK; p0 += pass_panels) {
             job->panel0 = p0;
             job->panels = all_panels - p0 < pass_panels ? all_panels - p0 : pass_panels;
-            scan_b_special(g, &job->lut_b, p0 * w, job->panels * w, col_special);
+            memset(col_special, 0, (size_t)(job->panels * w)); /* the workers gather them */
             for (int64_t ks = 0; ks < g->K && rc == MM_OK; ks = job->ke) {
                 job->ks = ks;
                 job->ke = segment_end(g->K, split_chunk, ks, kc, unit);
                 job->last = job->ke == g->K;
-                decode_a(&sub, lut_a, rows, ks, job->ke, a, row_special);
+                a_decode_set(job, &sub, lut_a, a, row_special, rows, ks, job->ke);
                 rc = run_pass(job, threads);
             }
         }
