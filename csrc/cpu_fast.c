@@ -87,14 +87,16 @@ static int plan_is_narrow(const mm_gemm* g) {
 
 /* The FMA form (the AVX-512 and AVX2 kernels) keeps a block's running sum in an fp32 of [2^23,
  * 2^24) units (cpu_kernel_avx512.c): every partial sum of C's term and the products' floors
- * (each at most one unit below the cut toward zero) must stay within 2^22 units, and a block's
- * sign bits fit one sign word (cpu_fast.h). hopper and ada: 32 * 28 801 + 2^14 < 2^20. */
+ * (each at most one unit below the cut toward zero) must stay within 2^22 units, a block's
+ * sign bits fit one sign word (cpu_fast.h), and frac < keep, so that the keep bits can be taken
+ * at the chain's end (MM_CPU_RZ_KEEP_LATE). hopper and ada: 32 * 28 801 + 2^14 < 2^20, 13 < 14. */
 static int plan_fits_rz(const mm_gemm* g) {
     const mm_preset* q = &g->preset;
     const int sh0 = q->frac - fmt_man_bits(g->fmt_a) - fmt_man_bits(g->fmt_b);
     const int64_t pmax = (int64_t)fmt_max_sig(g->fmt_a) * fmt_max_sig(g->fmt_b);
     const int64_t term = sh0 >= 0 ? pmax << sh0 : pmax;
     return !q->c_late && q->frac <= MM_CPU_RZ_FRAC_MAX && q->block <= MM_CPU_SIGN_SPAN &&
+           MM_CPU_RZ_KEEP_LATE(q->frac, q->keep) &&
            (int64_t)q->block * (term + 1) + ((int64_t)1 << (q->frac + 1)) <= ((int64_t)1 << 22);
 }
 
@@ -118,6 +120,8 @@ typedef struct {
     uint8_t special[256]; /* NaN or Inf */
     int fmt;
     int simd_b; /* B's table for the SIMD kernels (coded, no bias, not enlarged): AVX2 decodes it */
+    mm_cpu_a_tables a; /* the same as A's rows read them (decode_a) */
+    int simd_a;        /* A's rows decoded with AVX-512 (mm_cpu_decode_a_row_avx512) */
 } mm_cpu_lut;
 
 /* Every code's decoded form; the value is m * 2^(lsb - bias), exact in fp32, times
@@ -143,6 +147,15 @@ static void lut_make(mm_cpu_lut* t, int fmt, int bias, int e_code, int enlarge) 
             t->v[code] = d.sign ? -mag : mag;
         }
     }
+    memset(&t->a, 0, sizeof t->a);
+    for (int code = 0; code < 256; code++) {
+        t->a.word[code] = mm_cpu_a_word(t->e[code]);
+        t->a.value[code] = t->v[code];
+        t->a.pos[code / 8] |= (uint8_t)(t->pos[code] << (code % 8));
+        t->a.neg[code / 8] |= (uint8_t)(t->neg[code] << (code % 8));
+        t->a.special[code / 8] |= (uint8_t)(t->special[code] << (code % 8));
+    }
+    t->simd_a = mm_cpu_decode_avx512_runs();
 }
 
 /* Rows [i0, i1) of A over k in [k0, k1), row i at out + i * MM_CPU_A_WORDS * (k1 - k0) (rows
@@ -153,6 +166,10 @@ static void decode_a(const mm_gemm* g, const mm_cpu_lut* t, int64_t i0, int64_t 
     const int64_t len = k1 - k0;
     for (int64_t i = i0; i < i1; i++) {
         int32_t* row = out + i * MM_CPU_A_WORDS * len;
+        if (t->simd_a && i < g->M) { /* the same words (cpu_decode_a_avx512.c) */
+            row_special[i] |= (uint8_t)mm_cpu_decode_a_row_avx512(g->a + i * g->lda + k0, len, &t->a, row);
+            continue;
+        }
         uint8_t special = 0;
         uint32_t window = 0;
         const uint8_t* src = i < g->M ? g->a + i * g->lda + k0 : NULL;
@@ -424,7 +441,7 @@ static void simd_probe(void) {
     if (any && len > 0 && len < (int)sizeof simd_choice_text && cpu_has("avx2"))
         snprintf(simd_choice_text + len, sizeof simd_choice_text - (size_t)len,
                  mm_cpu_decode_avx512_runs() ? "; their B panels decoded 32 k at a time, with AVX-512 (64 columns) "
-                                               "and AVX2 (32 columns)"
+                                               "and AVX2 (32 columns); A's rows 16 k at a time with AVX-512"
                                              : "; their B panels decoded with AVX2, 32 columns at a time");
     if (!any)
         snprintf(simd_choice_text, sizeof simd_choice_text, "auto: portable (no AVX2 or AVX-512 kernel on this CPU)");

@@ -139,6 +139,14 @@ static inline void mm_cpu_a_signs(const int32_t* rec, int n, uint32_t* pos, uint
  * block. */
 #define MM_CPU_RZ_ENLARGE 23
 
+/* The FMA form cuts a chain's block results to their `keep` bits once, at the chain's end, not
+ * after every block, where frac < keep (plan_fits_rz): what the next block reads of its C does not
+ * depend on the bits below them. C's exponent field is the same with or without them; and C's
+ * term, trunc(C * 2^-grid), cuts C at grid = E - frac >= e_C - (keep - 1), where e_C <= E is C's
+ * exponent, i.e. at the cut of the keep bits or above it, one power of two a multiple of the
+ * other: truncating at the finer cut first changes nothing at the coarser one. */
+#define MM_CPU_RZ_KEEP_LATE(frac, keep) ((frac) < (keep))
+
 /* What the block arithmetic needs, precomputed once per GEMM. */
 typedef struct {
     int64_t K;
@@ -268,6 +276,21 @@ int mm_cpu_decode_b_group_avx512(const uint8_t* const* cols, int w, int fmt, int
                                  uint8_t* col_special);
 /* Whether it runs on this CPU. */
 int mm_cpu_decode_avx512_runs(void);
+
+/* The decoding tables of A's rows, per code (cpu_fast.c, lut_make): its A word (e in all four
+ * bytes), its fp32 value, and whether it is positive, negative (the sign windows) or NaN/Inf, as
+ * 256-bit sets (bit code % 8 of byte code / 8). */
+typedef struct {
+    int32_t word[256];
+    float value[256];
+    uint8_t pos[32], neg[32], special[32];
+} mm_cpu_a_tables;
+
+/* A row of len codes decoded into its records from row on (MM_CPU_A_WORDS words per k, the sign
+ * windows as cpu_fast.c's decode_a builds them) with AVX-512 (F, BW; cpu_decode_a_avx512.c),
+ * word for word decode_a's; returns whether the row holds a NaN/Inf code. Call only where
+ * mm_cpu_decode_avx512_runs(). */
+int mm_cpu_decode_a_row_avx512(const uint8_t* codes, int64_t len, const mm_cpu_a_tables* t, int32_t* row);
 
 /* compose_fix of the SIMD kernels, on one vector's lanes stored to memory: the lanes whose grid
  * lies outside [MM_CPU_GRID_MIN, grid_hi] get mm_cpu_compose of their integer sum s1 + s2 (+0

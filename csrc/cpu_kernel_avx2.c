@@ -270,9 +270,8 @@ MM_AVX2_INLINE void rz_block_rows(const mm_cpu_plan* p, const int32_t* ak, int64
         }
     }
     /* The block result (cpu_kernel_avx512.c's composition): T + n, minus M, times 2^A_BIAS in
-     * one exact FMA, then the keep bits, truncated; M * 2^A_BIAS from the setup rather than
-     * from T's bits (an add there for an and and an add here: 1.02x in cache). */
-    const __m256i keep_mask = _mm256_set1_epi32((int32_t)p->keep_mask);
+     * one exact FMA (its keep bits at the chain's end, chain_rz); M * 2^A_BIAS from the setup
+     * rather than from T's bits (an add there for an and and an add here: 1.02x in cache). */
     const __m256 v_unbias = _mm256_castsi256_ps(_mm256_set1_epi32((127 + MM_CPU_A_BIAS) << 23));
     /* vector by vector, the rows inside: 16 registers hold a vector's B words, the rows' A
      * words and the constants, where the rows outside kept all of B's words and spilled */
@@ -288,7 +287,7 @@ MM_AVX2_INLINE void rz_block_rows(const mm_cpu_plan* p, const int32_t* ak, int64
             T[r][v] = _mm256_castsi256_ps(tb);
             const __m256 mb = _mm256_castsi256_ps(Mb[r][v]);
             const __m256 sum = _mm256_fmsub_ps(_mm256_castsi256_ps(tb), v_unbias, mb);
-            c[r][v] = _mm256_and_si256(_mm256_castps_si256(sum), keep_mask);
+            c[r][v] = _mm256_castps_si256(sum);
         }
     }
     __m256i out_of_range = _mm256_cmpgt_epi32(f_max, _mm256_set1_epi32((MM_CPU_GRID_MAX_NARROW + p->frac + 127) << 23));
@@ -428,6 +427,8 @@ typedef __m256 mm_vf;
 #define MM_VI_LOAD(p) _mm256_loadu_si256((const __m256i*)(const void*)(p))
 #define MM_VI_STORE(p, x) _mm256_storeu_si256((__m256i*)(void*)(p), x)
 #define MM_VI_ZERO() _mm256_setzero_si256()
+#define MM_VI_SET1(x) _mm256_set1_epi32(x)
+#define MM_VI_AND(a, b) _mm256_and_si256(a, b)
 #define MM_VF_LOAD(p) _mm256_loadu_ps(p)
 #define MM_VF_STORE(p, x) _mm256_storeu_ps(p, x)
 #define MM_VF_ZERO() _mm256_setzero_ps()

@@ -379,8 +379,8 @@ MM_AVX512_INLINE void rz_block_rows(const mm_cpu_plan* p, const int32_t* ak, int
      * S * 2^grid: one FMA whose exact result is representable while the grid is in range;
      * rounded to nearest (named here, though the backend always runs in it), an exact zero is
      * +0, as mm_cpu_compose gives. M (1.5 times T's power of two) comes from T's bits rather
-     * than kept through the loop. Then the keep bits, truncated. */
-    const __m512i keep_mask = _mm512_set1_epi32((int32_t)p->keep_mask);
+     * than kept through the loop. Its keep bits are taken at the chain's end (chain_rz; the
+     * next block reads the same from all of them: cpu_fast.h, MM_CPU_RZ_KEEP_LATE). */
     const __m512 v_unbias = _mm512_castsi512_ps(_mm512_set1_epi32((127 + MM_CPU_A_BIAS) << 23));
     const __m512i v_expo = _mm512_set1_epi32((int32_t)0xFF800000u);
     const __m512i v_mb = _mm512_set1_epi32((int32_t)(((uint32_t)MM_CPU_A_BIAS << 23) | 0x400000u));
@@ -401,7 +401,7 @@ MM_AVX512_INLINE void rz_block_rows(const mm_cpu_plan* p, const int32_t* ak, int
             const __m512 mb = _mm512_castsi512_ps(_mm512_add_epi32(_mm512_and_si512(tb, v_expo), v_mb));
             const __m512 sum = _mm512_fmsub_round_ps(_mm512_castsi512_ps(tb), v_unbias, mb,
                                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-            c[r][v] = _mm512_and_si512(_mm512_castps_si512(sum), keep_mask);
+            c[r][v] = _mm512_castps_si512(sum);
         }
     }
     __mmask64 out_of_range = _mm512_cmpgt_epu8_mask(f_max, _mm512_set1_epi8((char)(MM_CPU_GRID_MAX_NARROW + p->frac + 127)));
@@ -527,6 +527,8 @@ typedef __m512 mm_vf;
 #define MM_VI_LOAD(p) _mm512_loadu_si512(p)
 #define MM_VI_STORE(p, x) _mm512_storeu_si512(p, x)
 #define MM_VI_ZERO() _mm512_setzero_si512()
+#define MM_VI_SET1(x) _mm512_set1_epi32(x)
+#define MM_VI_AND(a, b) _mm512_and_si512(a, b)
 #define MM_VF_LOAD(p) _mm512_loadu_ps(p)
 #define MM_VF_STORE(p, x) _mm512_storeu_ps(p, x)
 #define MM_VF_ZERO() _mm512_setzero_ps()

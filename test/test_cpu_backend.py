@@ -273,7 +273,7 @@ def test_simd_choice_says_which_path_and_why():
     if "avx2" in PATHS:  # the SIMD kernels' B panels: csrc/cpu_decode_avx2.c, cpu_decode_avx512.c
         assert re.search(r"B panels decoded (with AVX2|32 k at a time, with AVX-512 \(64 columns\) and AVX2)", text), text
     if "avx512" in PATHS:
-        assert "with AVX-512 (64 columns)" in text, text
+        assert "with AVX-512 (64 columns)" in text and "A's rows 16 k at a time with AVX-512" in text, text
     if PATHS == ["portable"]:
         assert "portable" in text
     with simd_path("portable"):
@@ -355,12 +355,14 @@ def test_avx512_kernel_on_emulated_intrinsics(tmp_path, flags, count):
     assert ("nibble-table build" in run.stdout) == (count == "nibbles"), run.stdout  # info says which
 
 
-def test_simd_b_decoding_writes_the_tables_panels(tmp_path):
+def test_simd_decoding_writes_the_tables_panels_and_rows(tmp_path):
     """B panels decoded 32 k at a time with AVX2 and AVX-512 (csrc/cpu_decode_avx2.c,
     csrc/cpu_decode_avx512.c) equal, byte for byte, the panels written code by code from the
     decoding tables (test/c/cpu_decode_check.c): records, sign words and NaN/Inf flags, both formats
     and both SIMD panel widths, each decoder alone as well, codes with and without subnormals, half
-    of them decoded with DAZ set (no operand may be a subnormal fp32)."""
+    of them decoded with DAZ set (no operand may be a subnormal fp32). A's rows likewise, decoded
+    with AVX-512 (csrc/cpu_decode_a_avx512.c) and by the scalar loop, for every table the kernels
+    use: words, sign windows, NaN/Inf flags, nothing written past a row."""
     cc = cbuild.c_compiler()
     if not cc:
         pytest.skip("needs a C compiler")
@@ -379,8 +381,10 @@ def test_simd_b_decoding_writes_the_tables_panels(tmp_path):
     assert halves and int(halves.group(1)) > 0 and int(halves.group(2)) > 0, run.stdout  # both value paths ran
     alone = re.search(r"alone: (\d+) groups by AVX2, (\d+) by AVX-512", run.stdout)
     assert alone and int(alone.group(1)) > 0, run.stdout
-    if "avx512" in PATHS:  # a CPU with AVX-512 (F, BW, VL) runs the AVX-512 decoder
-        assert int(alone.group(2)) > 0, run.stdout
+    a_rows = re.search(r"A: (\d+) rows \((\d+) by AVX-512\)", run.stdout)
+    assert a_rows and int(a_rows.group(1)) > 0, run.stdout
+    if "avx512" in PATHS:  # a CPU with AVX-512 (F, BW, VL) runs the AVX-512 decoders
+        assert int(alone.group(2)) > 0 and int(a_rows.group(2)) > 0, run.stdout
 
 
 @pytest.mark.parametrize("splits,scheme", [(1, "none"), (3, "pairwise"), (2, "serial")])

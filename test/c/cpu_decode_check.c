@@ -1,6 +1,6 @@
 /* cpu_decode_check.c: B panels decoded with AVX2 and AVX-512 (csrc/cpu_decode_avx2.c,
- * csrc/cpu_decode_avx512.c) against the panel layout restated code by code from the decoding
- * tables.
+ * csrc/cpu_decode_avx512.c) and A rows decoded with AVX-512 (csrc/cpu_decode_a_avx512.c) against
+ * the layouts restated code by code from the decoding tables.
  *
  * Includes csrc/cpu_fast.c (built with the other csrc files but that one) to call its static
  * decoder and tables: the driver's own code, not a copy. Random panels of both SIMD widths (32:
@@ -13,9 +13,11 @@
  * paths of the decoders run and alternate within a panel; every second run of 24 panels decodes
  * with DAZ set (MXCSR: subnormal operands read as zero), which changes the bits of any value
  * formed from a subnormal operand, i.e. the microcode assists the decoders must not take.
+ * Rows of A likewise (csrc/cpu_decode_a_avx512.c through decode_a, and decode_a's scalar loop):
+ * check_a_rows.
  * Usage: cpu_decode_check [panels] [seed]. Prints "<n> panels (<g> groups by SIMD; <s> of their
  * 32-column halves with subnormal codes, <z> without; alone: <a> groups by AVX2, <b> by
- * AVX-512), <f> failures"; exits 77 where the CPU lacks AVX2. */
+ * AVX-512); A: <r> rows (<v> by AVX-512), <f> failures"; exits 77 where the CPU lacks AVX2. */
 #include "cpu_fast.c"
 #include <xmmintrin.h>
 
@@ -67,6 +69,93 @@ static int decode_groups(group_decoder fn, const uint8_t* codes, int64_t ldb, in
     return 1;
 }
 
+/* A GEMM whose A (a_side) or B is the n rows (columns) of codes, ld apart, over K: what the
+ * decoders read of it. */
+static mm_gemm operand(int a_side, const uint8_t* codes, int64_t ld, int64_t n, int64_t K, int fmt) {
+    mm_gemm g;
+    memset(&g, 0, sizeof g);
+    if (a_side) {
+        g.a = codes;
+        g.lda = ld;
+        g.M = n;
+        g.fmt_a = fmt;
+    } else {
+        g.b = codes;
+        g.ldb = ld;
+        g.N = n;
+        g.fmt_b = fmt;
+    }
+    g.K = K;
+    return g;
+}
+
+/* The row decode_a should write, from the tables alone: per k its A word, its sign window (bit i:
+ * element k + i positive, bit 16 + i: negative, i < 16, none past the row) and its value. */
+static void expected_a_row(const uint8_t* codes, int64_t len, const mm_cpu_lut* t, int32_t* row) {
+    for (int64_t k = 0; k < len; k++) {
+        uint32_t window = 0;
+        for (int i = 0; i < 16 && k + i < len; i++)
+            window |= (uint32_t)t->pos[codes[k + i]] << i | (uint32_t)t->neg[codes[k + i]] << (16 + i);
+        row[MM_CPU_A_WORDS * k] = mm_cpu_a_word(t->e[codes[k]]);
+        row[MM_CPU_A_WORDS * k + MM_CPU_A_SGN] = (int32_t)window;
+        row[MM_CPU_A_WORDS * k + MM_CPU_A_V] = (int32_t)mm_f32_bits(t->v[codes[k]]);
+    }
+}
+
+/* Rows of A decoded by decode_a as the driver runs it (AVX-512 where the CPU has it) and with the
+ * scalar loop alone, against expected_a_row, for every table the kernels use (biased or not,
+ * coded or signed exponents, enlarged or not), both formats, k ranges of any length and start:
+ * each row's words, the words after its last (untouched), and its NaN/Inf flag. Returns the
+ * failures; *simd counts the rows AVX-512 decoded. */
+static int check_a_rows(int cases, int64_t* rows_checked, int64_t* simd) {
+    int failures = 0;
+    for (int it = 0; it < cases; it++) {
+        const int fmt = it % 2 ? MM_FMT_E5M2 : MM_FMT_E4M3;
+        const int bias = (it / 2) % 2 ? MM_CPU_A_BIAS : 0, e_code = (it / 4) % 2, enlarge = (it / 8) % 2;
+        const int64_t M = 1 + (int64_t)(rnd() % 5), K = 1 + (int64_t)(rnd() % (it % 7 ? 300 : 3000));
+        const int64_t lda = K + (int64_t)(rnd() % 70);
+        const int64_t k0 = (int64_t)(rnd() % (uint64_t)K), k1 = k0 + 1 + (int64_t)(rnd() % (uint64_t)(K - k0));
+        const int64_t len = k1 - k0, rows = M + (int64_t)(rnd() % 3); /* rows past M: padding */
+        uint8_t* codes = malloc((size_t)(M * lda));
+        for (int64_t i = 0; i < M * lda; i++) {
+            const int r = (int)(rnd() % 100);
+            codes[i] = r < 20 ? (uint8_t)(rnd() & 0x80) : r < 22 ? (uint8_t)(rnd() | 0x7C) : (uint8_t)rnd();
+        }
+        mm_cpu_lut t;
+        lut_make(&t, fmt, bias, e_code, enlarge);
+        const mm_gemm g = operand(1, codes, lda, M, K, fmt);
+        const int64_t words = MM_CPU_A_WORDS * len * rows, guard = 64;
+        int32_t* want = malloc(sizeof(int32_t) * (size_t)words);
+        int32_t* got = malloc(sizeof(int32_t) * (size_t)(words + guard));
+        static const uint8_t zeros[4096];
+        for (int64_t i = 0; i < rows; i++)
+            expected_a_row(i < M ? codes + i * lda + k0 : zeros, len, &t, want + i * MM_CPU_A_WORDS * len);
+        for (int scalar = 0; scalar < 2; scalar++) {
+            mm_cpu_lut u = t;
+            if (scalar) u.simd_a = 0;
+            else *simd += u.simd_a ? M : 0;
+            memset(got, 0xAB, sizeof(int32_t) * (size_t)(words + guard));
+            uint8_t special[8] = {0};
+            decode_a(&g, &u, 0, rows, k0, k1, got, special);
+            int bad = memcmp(got, want, sizeof(int32_t) * (size_t)words) != 0;
+            for (int64_t i = 0; i < guard; i++) bad |= got[words + i] != (int32_t)0xABABABABu;
+            for (int64_t i = 0; i < rows; i++) {
+                uint8_t any = 0;
+                for (int64_t k = 0; i < M && k < len; k++) any |= t.special[codes[i * lda + k0 + k]];
+                bad |= special[i] != any;
+            }
+            if (bad && ++failures <= 10)
+                printf("mismatch: A case %d (%s) fmt %d bias %d e_code %d enlarge %d M %ld k [%ld, %ld)\n", it,
+                       scalar ? "scalar" : "as run", fmt, bias, e_code, enlarge, (long)M, (long)k0, (long)k1);
+        }
+        *rows_checked += rows;
+        free(want);
+        free(got);
+        free(codes);
+    }
+    return failures;
+}
+
 int main(int argc, char** argv) {
     if (!cpu_has("avx2")) {
         printf("no AVX2: skipped\n");
@@ -102,13 +191,7 @@ int main(int argc, char** argv) {
         }
         memset(got.rec, 0xAB, (size_t)bytes);
         memset(want.rec, 0xAB, (size_t)bytes);
-        mm_gemm g;
-        memset(&g, 0, sizeof g);
-        g.b = codes;
-        g.ldb = ldb;
-        g.N = N;
-        g.K = K;
-        g.fmt_b = fmt;
+        const mm_gemm g = operand(0, codes, ldb, N, K, fmt);
         uint8_t special_got[64], special_want[64];
         const unsigned csr = _mm_getcsr();
         if ((it / 24) % 2) _mm_setcsr(csr | 0x0040); /* DAZ */
@@ -165,8 +248,11 @@ int main(int argc, char** argv) {
         free(want.rec);
         free(codes);
     }
+    int64_t a_rows = 0, a_simd = 0;
+    failures += check_a_rows(panels, &a_rows, &a_simd);
     printf("%d panels (%ld groups by SIMD; %ld of their 32-column halves with subnormal codes, %ld without; "
-           "alone: %ld groups by AVX2, %ld by AVX-512), %d failures\n", panels, (long)simd_groups, (long)halves[1],
-           (long)halves[0], (long)by[0], (long)by[1], failures);
+           "alone: %ld groups by AVX2, %ld by AVX-512); A: %ld rows (%ld by AVX-512), %d failures\n", panels,
+           (long)simd_groups, (long)halves[1], (long)halves[0], (long)by[0], (long)by[1], (long)a_rows,
+           (long)a_simd, failures);
     return failures ? 1 : 0;
 }
