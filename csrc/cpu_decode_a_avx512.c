@@ -2,8 +2,9 @@
  *
  * The scalar decoder (cpu_fast.c, decode_a) takes per element two table lookups, three stores
  * and a step of the sign window, which depends on the step before it (the window is built from
- * the row's end backwards): about 1.2 ns per element on the Intel Xeon of
- * benchmarks/results/cpu.md, a fifth of a GEMM's time where A is as large as B (small N, long K).
+ * the row's end backwards): 1.2 to 1.9 ns per element on the Intel Xeon of
+ * benchmarks/results/cpu.md, about a fifth of a GEMM's time where A is as large as B (small N,
+ * long K); this decoder took 0.57.
  * Here the same words come from the same tables (lut_make's, mm_cpu_a_tables), so the results
  * are the scalar decoder's by construction:
  *  - a record's A word and value: two gathers from the tables, indexed by the codes;
@@ -43,7 +44,7 @@ static inline uint32_t mask_bits(uint64_t lo, uint64_t hi, int i) {
 }
 
 /* 16 records from rec on (n <= 16 of them stored): the A words and values of codes c (16 as
- * int32 lanes) and the sign windows of positive bits p and negative bits n (bit i: element i of
+ * int32 lanes) and the sign windows of positive bits p and negative bits q (bit i: element i of
  * the 16 and on, 32 bits). */
 MM_DEC_INLINE void store_records(int32_t* rec, int n, __m512i c, uint32_t p, uint32_t q, const mm_cpu_a_tables* t) {
     const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
