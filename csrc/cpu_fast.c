@@ -121,7 +121,7 @@ typedef struct {
     int fmt;
     int simd_b; /* B's table for the SIMD kernels (coded, no bias, not enlarged): AVX2 decodes it */
     mm_cpu_a_tables a; /* the same as A's rows read them (decode_a) */
-    int simd_a;        /* A's rows decoded with AVX-512 (mm_cpu_decode_a_row_avx512) */
+    int avx512;        /* the CPU runs the AVX-512 decoders (A's rows, B's 64-column panels) */
 } mm_cpu_lut;
 
 /* Every code's decoded form; the value is m * 2^(lsb - bias), exact in fp32, times
@@ -155,7 +155,7 @@ static void lut_make(mm_cpu_lut* t, int fmt, int bias, int e_code, int enlarge) 
         t->a.neg[code / 8] |= (uint8_t)(t->neg[code] << (code % 8));
         t->a.special[code / 8] |= (uint8_t)(t->special[code] << (code % 8));
     }
-    t->simd_a = mm_cpu_decode_avx512_runs();
+    t->avx512 = mm_cpu_decode_avx512_runs(); /* asked once per table, not per row or panel */
 }
 
 /* Rows [i0, i1) of A over k in [k0, k1), row i at out + i * MM_CPU_A_WORDS * (k1 - k0) (rows
@@ -166,7 +166,7 @@ static void decode_a(const mm_gemm* g, const mm_cpu_lut* t, int64_t i0, int64_t 
     const int64_t len = k1 - k0;
     for (int64_t i = i0; i < i1; i++) {
         int32_t* row = out + i * MM_CPU_A_WORDS * len;
-        if (t->simd_a && i < g->M) { /* the same words (cpu_decode_a_avx512.c) */
+        if (t->avx512 && i < g->M) { /* the same words (cpu_decode_a_avx512.c) */
             row_special[i] |= (uint8_t)mm_cpu_decode_a_row_avx512(g->a + i * g->lda + k0, len, &t->a, row);
             continue;
         }
@@ -251,7 +251,7 @@ static void decode_b_panel(const mm_gemm* g, const mm_cpu_lut* t, int64_t j0, in
     /* whole groups of the SIMD kernels' panels: AVX-512's 64 columns where the CPU has it
      * (cpu_decode_avx512.c), else AVX2, 32 columns at a time (cpu_decode_avx2.c) */
     const int simd = order == MM_CPU_BYTES_WORDS && t->simd_b && cpu_has("avx2");
-    const int simd512 = simd && w == 64 && mm_cpu_decode_avx512_runs();
+    const int simd512 = simd && w == 64 && t->avx512;
     for (int64_t kg = 0; kg < len; kg += MM_CPU_SIGN_SPAN) {
         const int span = (int)(len - kg < MM_CPU_SIGN_SPAN ? len - kg : MM_CPU_SIGN_SPAN);
         int32_t* rec = panel + kg * stride;

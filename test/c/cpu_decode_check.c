@@ -132,8 +132,8 @@ static int check_a_rows(int cases, int64_t* rows_checked, int64_t* simd) {
             expected_a_row(i < M ? codes + i * lda + k0 : zeros, len, &t, want + i * MM_CPU_A_WORDS * len);
         for (int scalar = 0; scalar < 2; scalar++) {
             mm_cpu_lut u = t;
-            if (scalar) u.simd_a = 0;
-            else *simd += u.simd_a ? M : 0;
+            if (scalar) u.avx512 = 0;
+            else *simd += u.avx512 ? M : 0;
             memset(got, 0xAB, sizeof(int32_t) * (size_t)(words + guard));
             uint8_t special[8] = {0};
             decode_a(&g, &u, 0, rows, k0, k1, got, special);
