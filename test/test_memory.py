@@ -28,6 +28,9 @@ HUGE_K_SCRIPT = textwrap.dedent(r"""
 
     M = N = 16
     K = 4194304
+    # Each thread holds a decoded B panel of up to 4 MiB (csrc/cpu_fast.c, MM_CPU_PANEL_BUDGET):
+    # two threads, whatever the machine has, so that SMALL_CONSTANT bounds them.
+    torch.set_num_threads(2)
 
     def status():
         with open("/proc/self/status") as f:
@@ -80,7 +83,9 @@ HUGE_K_SCRIPT = textwrap.dedent(r"""
     }, sys.stdout)
 """)
 
-SMALL_CONSTANT = 16 * MiB  # thread stacks, allocator slack; an operand copy would be 64 MiB
+# Two threads' B panels (8 MiB), decoded A rows (2.3 MiB), thread stacks; an operand copy would
+# be 64 MiB. Measured: 0.1 to 9.5 MiB (the heap's state before the call decides how much is new).
+SMALL_CONSTANT = 16 * MiB
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="needs Linux /proc")
@@ -136,3 +141,61 @@ def test_row_strides_beyond_2_to_31_bytes(backend, fast):
     acc = torch.ops.mmaemu.accumulate(a, b, fast, "hopper", 1, "none", backend)
     assert_bitwise_equal(acc, torch.ops.mmaemu.accumulate(a.contiguous(), b.contiguous(), fast,
                                                           "hopper", 1, "none", backend))
+
+
+# A GEMM in an address space cut to what is mapped plus `headroom` bytes: each call raises the
+# documented error or returns the bits of the unlimited call, never a crash or other bits.
+OUT_OF_MEMORY_SCRIPT = textwrap.dedent(r"""
+    import json, re, resource, sys
+    import torch
+    import mmaemu
+
+    torch.set_num_threads(2)
+    gen = torch.Generator().manual_seed(99)
+    def operand(rows, k):
+        v = torch.randint(0, 0x7E, (rows, k), dtype=torch.uint8, generator=gen)
+        return v.view(torch.float8_e4m3fn)
+    one = torch.tensor(1.0)
+    cases = [(256, 256, 8192), (16, 16, 262144)]  # decoded whole (24 MiB of A), and streamed
+    operands = [(operand(m, k), operand(n, k)) for m, n, k in cases]
+    kw = dict(out_dtype=torch.float32, use_fast_accum=True, splitk=1, backend="cpu")
+    expected = [mmaemu.scaled_mm(x, w.t(), one, one, **kw).view(torch.int32) for x, w in operands]
+    # torch's own OpenMP threads first take their thread-local data here: started under the
+    # limit, glibc ends the process when it cannot allocate it (not a path of mmaemu's).
+    assert all(torch.equal(e, e.clone()) for e in expected)
+
+    def mapped():
+        with open("/proc/self/status") as f:
+            return int(re.search(r"VmSize:\s+(\d+) kB", f.read()).group(1)) * 1024
+
+    results = []
+    for headroom_mib in [int(a) for a in sys.argv[1:]]:
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        resource.setrlimit(resource.RLIMIT_AS, (mapped() + (headroom_mib << 20), hard))
+        for (x, w), e in zip(operands, expected):
+            try:
+                y = mmaemu.scaled_mm(x, w.t(), one, one, **kw)
+                results.append(["bits", bool(torch.equal(y.view(torch.int32), e))])
+            except RuntimeError as err:
+                results.append(["error", str(err).splitlines()[0][:200]])
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+    json.dump(results, sys.stdout)
+""")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="needs Linux /proc")
+def test_out_of_memory_raises_or_gives_the_same_bits():
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    headrooms = ["0", "1", "2", "3", "4", "6", "8", "12", "16", "24", "32", "48", "64"]
+    r = subprocess.run([sys.executable, "-c", OUT_OF_MEMORY_SCRIPT, *headrooms], capture_output=True,
+                       text=True, timeout=600, env=env, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-4000:]
+    results = json.loads(r.stdout)
+    assert len(results) == 2 * len(headrooms)
+    for kind, what in results:
+        if kind == "bits":
+            assert what, "a GEMM short of memory returned other bits"
+        else:
+            assert "out of memory" in what or "can't allocate memory" in what, what
+    kinds = [kind for kind, _ in results]
+    assert "error" in kinds and "bits" in kinds, kinds  # both sides of the limit were reached
