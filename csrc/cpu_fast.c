@@ -113,6 +113,8 @@ static int plan_fits_split(const mm_gemm* g) {
 
 /* ---- decoding -------------------------------------------------------------------------- */
 
+static int cpu_has(const char* what);
+
 typedef struct {
     int32_t e[256];
     uint8_t pos[256], neg[256]; /* a positive, a negative value (the sign words) */
@@ -122,6 +124,7 @@ typedef struct {
     int simd_b; /* B's table for the SIMD kernels (coded, no bias, not enlarged): AVX2 decodes it */
     mm_cpu_a_tables a; /* the same as A's rows read them (decode_a) */
     int avx512;        /* the CPU runs the AVX-512 decoders (A's rows, B's 64-column panels) */
+    int avx2;          /* and the AVX2 ones (A's rows without AVX-512, B's 32-column groups) */
 } mm_cpu_lut;
 
 /* Every code's decoded form; the value is m * 2^(lsb - bias), exact in fp32, times
@@ -156,6 +159,7 @@ static void lut_make(mm_cpu_lut* t, int fmt, int bias, int e_code, int enlarge) 
         t->a.special[code / 8] |= (uint8_t)(t->special[code] << (code % 8));
     }
     t->avx512 = mm_cpu_decode_avx512_runs(); /* asked once per table, not per row or panel */
+    t->avx2 = cpu_has("avx2");
 }
 
 /* Rows [i0, i1) of A over k in [k0, k1), row i at out + i * MM_CPU_A_WORDS * (k1 - k0) (rows
@@ -166,8 +170,10 @@ static void decode_a(const mm_gemm* g, const mm_cpu_lut* t, int64_t i0, int64_t 
     const int64_t len = k1 - k0;
     for (int64_t i = i0; i < i1; i++) {
         int32_t* row = out + i * MM_CPU_A_WORDS * len;
-        if (t->avx512 && i < g->M) { /* the same words (cpu_decode_a_avx512.c) */
-            row_special[i] |= (uint8_t)mm_cpu_decode_a_row_avx512(g->a + i * g->lda + k0, len, &t->a, row);
+        if ((t->avx512 || t->avx2) && i < g->M) { /* the same words (cpu_decode_a_avx512.c, _avx2.c) */
+            const uint8_t* codes = g->a + i * g->lda + k0;
+            row_special[i] |= (uint8_t)(t->avx512 ? mm_cpu_decode_a_row_avx512(codes, len, &t->a, row)
+                                                  : mm_cpu_decode_a_row_avx2(codes, len, &t->a, row));
             continue;
         }
         uint8_t special = 0;
@@ -221,8 +227,6 @@ static inline uint8_t decode_b_code(const mm_cpu_lut* t, uint8_t code, mm_cpu_i8
     return t->special[code];
 }
 
-static int cpu_has(const char* what);
-
 /* Columns [j0, j0 + w) of B over k in [k0, k1) as a panel, its record 0 at k0 (columns from N
  * on are zeros), with the sign groups where pn has room for them; col_special[c] =
  * column j0 + c holds NaN/Inf in that range. */
@@ -250,7 +254,7 @@ static void decode_b_panel(const mm_gemm* g, const mm_cpu_lut* t, int64_t j0, in
     static const uint8_t zeros[MM_CPU_SIGN_SPAN]; /* code 0 (+0): the columns from N on */
     /* whole groups of the SIMD kernels' panels: AVX-512's 64 columns where the CPU has it
      * (cpu_decode_avx512.c), else AVX2, 32 columns at a time (cpu_decode_avx2.c) */
-    const int simd = order == MM_CPU_BYTES_WORDS && t->simd_b && cpu_has("avx2");
+    const int simd = order == MM_CPU_BYTES_WORDS && t->simd_b && t->avx2;
     const int simd512 = simd && w == 64 && t->avx512;
     for (int64_t kg = 0; kg < len; kg += MM_CPU_SIGN_SPAN) {
         const int span = (int)(len - kg < MM_CPU_SIGN_SPAN ? len - kg : MM_CPU_SIGN_SPAN);
@@ -442,7 +446,8 @@ static void simd_probe(void) {
         snprintf(simd_choice_text + len, sizeof simd_choice_text - (size_t)len,
                  mm_cpu_decode_avx512_runs() ? "; their B panels decoded 32 k at a time, with AVX-512 (64 columns) "
                                                "and AVX2 (32 columns); A's rows 16 k at a time with AVX-512"
-                                             : "; their B panels decoded with AVX2, 32 columns at a time");
+                                             : "; their B panels decoded with AVX2, 32 columns at a time; A's rows "
+                                               "8 k at a time with AVX2");
     if (!any)
         snprintf(simd_choice_text, sizeof simd_choice_text, "auto: portable (no AVX2 or AVX-512 kernel on this CPU)");
 }

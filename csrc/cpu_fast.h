@@ -291,6 +291,8 @@ typedef struct {
  * word for word decode_a's; returns whether the row holds a NaN/Inf code. Call only where
  * mm_cpu_decode_avx512_runs(). */
 int mm_cpu_decode_a_row_avx512(const uint8_t* codes, int64_t len, const mm_cpu_a_tables* t, int32_t* row);
+/* The same with AVX2, 8 k at a time (cpu_decode_a_avx2.c); call only where the CPU has AVX2. */
+int mm_cpu_decode_a_row_avx2(const uint8_t* codes, int64_t len, const mm_cpu_a_tables* t, int32_t* row);
 
 /* compose_fix of the SIMD kernels, on one vector's lanes stored to memory: the lanes whose grid
  * lies outside [MM_CPU_GRID_MIN, grid_hi] get mm_cpu_compose of their integer sum s1 + s2 (+0

@@ -272,6 +272,7 @@ def test_simd_choice_says_which_path_and_why():
             assert re.search(rf"{path} [0-9.]+ GMAC/s", text), text
     if "avx2" in PATHS:  # the SIMD kernels' B panels: csrc/cpu_decode_avx2.c, cpu_decode_avx512.c
         assert re.search(r"B panels decoded (with AVX2|32 k at a time, with AVX-512 \(64 columns\) and AVX2)", text), text
+        assert re.search(r"A's rows (8 k at a time with AVX2|16 k at a time with AVX-512)", text), text
     if "avx512" in PATHS:
         assert "with AVX-512 (64 columns)" in text and "A's rows 16 k at a time with AVX-512" in text, text
     if PATHS == ["portable"]:
@@ -361,8 +362,9 @@ def test_simd_decoding_writes_the_tables_panels_and_rows(tmp_path):
     decoding tables (test/c/cpu_decode_check.c): records, sign words and NaN/Inf flags, both formats
     and both SIMD panel widths, each decoder alone as well, codes with and without subnormals, half
     of them decoded with DAZ set (no operand may be a subnormal fp32). A's rows likewise, decoded
-    with AVX-512 (csrc/cpu_decode_a_avx512.c) and by the scalar loop, for every table the kernels
-    use: words, sign windows, NaN/Inf flags, nothing written past a row."""
+    with AVX-512 where the CPU has it, with AVX2 (csrc/cpu_decode_a_avx512.c, cpu_decode_a_avx2.c)
+    and by the scalar loop, for every table the kernels use: words, sign windows, NaN/Inf flags,
+    nothing written past a row."""
     cc = cbuild.c_compiler()
     if not cc:
         pytest.skip("needs a C compiler")
@@ -381,8 +383,8 @@ def test_simd_decoding_writes_the_tables_panels_and_rows(tmp_path):
     assert halves and int(halves.group(1)) > 0 and int(halves.group(2)) > 0, run.stdout  # both value paths ran
     alone = re.search(r"alone: (\d+) groups by AVX2, (\d+) by AVX-512", run.stdout)
     assert alone and int(alone.group(1)) > 0, run.stdout
-    a_rows = re.search(r"A: (\d+) rows \((\d+) by AVX-512\)", run.stdout)
-    assert a_rows and int(a_rows.group(1)) > 0, run.stdout
+    a_rows = re.search(r"A: (\d+) rows \((\d+) by AVX-512, (\d+) by AVX2\)", run.stdout)
+    assert a_rows and int(a_rows.group(1)) > 0 and int(a_rows.group(3)) > 0, run.stdout
     if "avx512" in PATHS:  # a CPU with AVX-512 (F, BW, VL) runs the AVX-512 decoders
         assert int(alone.group(2)) > 0 and int(a_rows.group(2)) > 0, run.stdout
 

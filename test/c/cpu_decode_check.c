@@ -1,5 +1,6 @@
 /* cpu_decode_check.c: B panels decoded with AVX2 and AVX-512 (csrc/cpu_decode_avx2.c,
- * csrc/cpu_decode_avx512.c) and A rows decoded with AVX-512 (csrc/cpu_decode_a_avx512.c) against
+ * csrc/cpu_decode_avx512.c) and A rows decoded with AVX-512 and AVX2 (csrc/cpu_decode_a_avx512.c,
+ * csrc/cpu_decode_a_avx2.c) against
  * the layouts restated code by code from the decoding tables.
  *
  * Includes csrc/cpu_fast.c (built with the other csrc files but that one) to call its static
@@ -13,11 +14,11 @@
  * paths of the decoders run and alternate within a panel; every second run of 24 panels decodes
  * with DAZ set (MXCSR: subnormal operands read as zero), which changes the bits of any value
  * formed from a subnormal operand, i.e. the microcode assists the decoders must not take.
- * Rows of A likewise (csrc/cpu_decode_a_avx512.c through decode_a, and decode_a's scalar loop):
- * check_a_rows.
+ * Rows of A likewise (through decode_a: AVX-512 where the CPU has it, AVX2, and decode_a's
+ * scalar loop): check_a_rows.
  * Usage: cpu_decode_check [panels] [seed]. Prints "<n> panels (<g> groups by SIMD; <s> of their
  * 32-column halves with subnormal codes, <z> without; alone: <a> groups by AVX2, <b> by
- * AVX-512); A: <r> rows (<v> by AVX-512), <f> failures"; exits 77 where the CPU lacks AVX2. */
+ * AVX-512); A: <r> rows (<v> by AVX-512, <u> by AVX2), <f> failures"; exits 77 where the CPU lacks AVX2. */
 #include "cpu_fast.c"
 #include <xmmintrin.h>
 
@@ -102,12 +103,12 @@ static void expected_a_row(const uint8_t* codes, int64_t len, const mm_cpu_lut* 
     }
 }
 
-/* Rows of A decoded by decode_a as the driver runs it (AVX-512 where the CPU has it) and with the
- * scalar loop alone, against expected_a_row, for every table the kernels use (biased or not,
+/* Rows of A decoded by decode_a as the driver runs it (AVX-512 where the CPU has it), with AVX2
+ * and with the scalar loop alone, against expected_a_row, for every table the kernels use (biased or not,
  * coded or signed exponents, enlarged or not), both formats, k ranges of any length and start:
  * each row's words, the words after its last (untouched), and its NaN/Inf flag. Returns the
- * failures; *simd counts the rows AVX-512 decoded. */
-static int check_a_rows(int cases, int64_t* rows_checked, int64_t* simd) {
+ * failures; simd[0], simd[1] count the rows AVX-512 and AVX2 decoded. */
+static int check_a_rows(int cases, int64_t* rows_checked, int64_t simd[2]) {
     int failures = 0;
     for (int it = 0; it < cases; it++) {
         const int fmt = it % 2 ? MM_FMT_E5M2 : MM_FMT_E4M3;
@@ -130,10 +131,13 @@ static int check_a_rows(int cases, int64_t* rows_checked, int64_t* simd) {
         static const uint8_t zeros[4096];
         for (int64_t i = 0; i < rows; i++)
             expected_a_row(i < M ? codes + i * lda + k0 : zeros, len, &t, want + i * MM_CPU_A_WORDS * len);
-        for (int scalar = 0; scalar < 2; scalar++) {
+        static const char* const runs[3] = {"as run", "avx2", "scalar"};
+        for (int run = 0; run < 3; run++) {
             mm_cpu_lut u = t;
-            if (scalar) u.avx512 = 0;
-            else *simd += u.avx512 ? M : 0;
+            if (run >= 1) u.avx512 = 0;
+            if (run == 2) u.avx2 = 0;
+            if (u.avx512) simd[0] += M;
+            else if (u.avx2) simd[1] += M;
             memset(got, 0xAB, sizeof(int32_t) * (size_t)(words + guard));
             uint8_t special[8] = {0};
             decode_a(&g, &u, 0, rows, k0, k1, got, special);
@@ -146,7 +150,7 @@ static int check_a_rows(int cases, int64_t* rows_checked, int64_t* simd) {
             }
             if (bad && ++failures <= 10)
                 printf("mismatch: A case %d (%s) fmt %d bias %d e_code %d enlarge %d M %ld k [%ld, %ld)\n", it,
-                       scalar ? "scalar" : "as run", fmt, bias, e_code, enlarge, (long)M, (long)k0, (long)k1);
+                       runs[run], fmt, bias, e_code, enlarge, (long)M, (long)k0, (long)k1);
         }
         *rows_checked += rows;
         free(want);
@@ -248,11 +252,11 @@ int main(int argc, char** argv) {
         free(want.rec);
         free(codes);
     }
-    int64_t a_rows = 0, a_simd = 0;
-    failures += check_a_rows(panels, &a_rows, &a_simd);
+    int64_t a_rows = 0, a_simd[2] = {0, 0};
+    failures += check_a_rows(panels, &a_rows, a_simd);
     printf("%d panels (%ld groups by SIMD; %ld of their 32-column halves with subnormal codes, %ld without; "
-           "alone: %ld groups by AVX2, %ld by AVX-512); A: %ld rows (%ld by AVX-512), %d failures\n", panels,
+           "alone: %ld groups by AVX2, %ld by AVX-512); A: %ld rows (%ld by AVX-512, %ld by AVX2), %d failures\n", panels,
            (long)simd_groups, (long)halves[1], (long)halves[0], (long)by[0], (long)by[1], (long)a_rows,
-           (long)a_simd, failures);
+           (long)a_simd[0], (long)a_simd[1], failures);
     return failures ? 1 : 0;
 }
