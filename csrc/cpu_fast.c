@@ -1080,10 +1080,7 @@ static int gemm_cpu(const mm_gemm* g, int threads) {
     if (threads < 1) threads = 1;
     /* Small problems are not worth a thread start (tens of microseconds). */
     if ((double)g->M * (double)g->N * (double)(g->K + 1) < (double)(1 << 18)) threads = 1;
-    /* no more threads than a pass has items (run_pass): panels times row groups */
-    const double most_items = (double)((g->N + w - 1) / w) * (double)((g->M + job->kern->row_step - 1) / job->kern->row_step);
-    if (threads > most_items) threads = (int)most_items;
-    if (threads > MM_CPU_MAX_THREADS) threads = MM_CPU_MAX_THREADS;
+    if (threads > MM_CPU_MAX_THREADS) threads = MM_CPU_MAX_THREADS; /* run_pass: no more than items */
     job->klen = whole ? g->K : kc;
     job->bufs = calloc((size_t)threads, sizeof(mm_cpu_buffers));
     job->nbufs = job->bufs ? threads : 0;
