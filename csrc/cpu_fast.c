@@ -228,9 +228,10 @@ static inline uint8_t decode_b_code(const mm_cpu_lut* t, uint8_t code, mm_cpu_i8
 }
 
 /* Columns [j0, j0 + w) of B over k in [k0, k1) as a panel, its record 0 at k0 (columns from N
- * on are zeros), with the sign groups where pn has room for them; col_special[c] =
- * column j0 + c holds NaN/Inf in that range. */
-static void decode_b_panel(const mm_gemm* g, const mm_cpu_lut* t, int64_t j0, int w, int order,
+ * on are zeros), with the sign groups where pn has room for them (in the paired layout where
+ * halves is set, mm_cpu_sign_paired); col_special[c] = column j0 + c holds NaN/Inf in that
+ * range. */
+static void decode_b_panel(const mm_gemm* g, const mm_cpu_lut* t, int64_t j0, int w, int order, int paired,
                            int64_t k0, int64_t k1, const mm_cpu_panel* pn, uint8_t* col_special) {
     int32_t* panel = pn->rec;
     const int64_t len = k1 - k0, stride = MM_CPU_PANEL_STRIDE(w);
@@ -264,8 +265,10 @@ static void decode_b_panel(const mm_gemm* g, const mm_cpu_lut* t, int64_t j0, in
             const uint8_t* cols[64];
             for (int c = 0; c < w; c++) cols[c] = c < real ? src[c] + kg : zeros;
             if ((simd512 && mm_cpu_decode_b_group_avx512(cols, w, t->fmt, rec, group, col_special)) ||
-                mm_cpu_decode_b_group_avx2(cols, w, t->fmt, rec, group, col_special))
+                mm_cpu_decode_b_group_avx2(cols, w, t->fmt, rec, group, col_special)) {
+                if (group && paired) mm_cpu_sign_paired(group, w);
                 continue;
+            }
         }
         for (int c = 0; c < w; c++) {
             const uint8_t* col = c < real ? src[c] + kg : zeros;
@@ -288,6 +291,7 @@ static void decode_b_panel(const mm_gemm* g, const mm_cpu_lut* t, int64_t j0, in
             }
             col_special[c] |= special;
         }
+        if (group && paired) mm_cpu_sign_paired(group, w);
     }
 }
 
@@ -389,7 +393,7 @@ static int probe_operands(const mm_cpu_kernel* k, mm_cpu_probe_set* ps) {
         for (int64_t kk = 0; kk < MM_CPU_PROBE_K; kk++)
             codes[c * MM_CPU_PROBE_K + kk] = (uint8_t)(((kk * 5 + c) % 11 + 3) << 3 | (c % 8) | (c & 1 ? 0 : 0x80));
     lut_make(&lut, MM_FMT_E4M3, 0, k->e_code, 0);
-    decode_b_panel(&g, &lut, 0, k->w, k->byte_order, 0, MM_CPU_PROBE_K, &ps->panel, special);
+    decode_b_panel(&g, &lut, 0, k->w, k->byte_order, 0, 0, MM_CPU_PROBE_K, &ps->panel, special);
     free(codes);
     ps->o = (mm_cpu_operands){ps->a, MM_CPU_A_WORDS * MM_CPU_PROBE_K, k->mr, k->mr, ps->panel.rec, ps->panel.sign};
     return 1;
@@ -809,7 +813,8 @@ static void* worker(void* arg) {
         const int64_t p = item / job->chunks, ci = item % job->chunks;
         const int64_t j0 = (job->panel0 + p) * w;
         if (p != have_panel) {
-            decode_b_panel(g, &job->lut_b, j0, w, job->kern->byte_order, job->ks, job->ke, &panel, col_special);
+            decode_b_panel(g, &job->lut_b, j0, w, job->kern->byte_order, job->plan.sign_paired, job->ks, job->ke,
+                           &panel, col_special);
             have_panel = p;
         }
         if (job->state) {
@@ -1050,6 +1055,7 @@ static int gemm_cpu(const mm_gemm* g, int threads) {
         job->tile = mm_cpu_kernel_wide.tile;
     }
     job->signs = job->kern->rz_signs && job->tile == job->kern->tile && job->plan.rz;
+    job->plan.sign_paired = job->signs && job->kern->rz_paired && job->plan.block == 16;
     const int mr = job->kern->mr, w = job->kern->w;
     const int whole = (int64_t)4 * panel_words(g->K, w, job->signs) <= MM_CPU_PANEL_BUDGET &&
                       (int64_t)4 * MM_CPU_A_WORDS * mr * g->K <= MM_CPU_A_BUDGET;

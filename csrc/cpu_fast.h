@@ -92,6 +92,20 @@ static inline const uint32_t* mm_cpu_sign_group(const uint32_t* bsign, int64_t j
     return bsign + j * MM_CPU_SIGN_GROUP_WORDS(w);
 }
 
+/* The paired layout of a group (mm_cpu_plan.sign_paired: 16-k blocks on the AVX-512 kernel):
+ * for each half h of the group's 32 k (k from 32 j + 16 h), w words of column c at h w + c:
+ * the column's negative bits in bits 0..15 and its positive bits in 16..31. An A row's sign
+ * window (positive bits in 0..15, negative in 16..31) and'ed with it leaves the block's
+ * negative products: one and and one popcount per output, where the two-word layout takes
+ * three operations. Made in place from the two-word layout. */
+static inline void mm_cpu_sign_paired(uint32_t* group, int w) {
+    for (int c = 0; c < w; c++) {
+        const uint32_t p = group[c], n = group[w + c];
+        group[c] = (n & 0xFFFFu) | p << 16;
+        group[w + c] = n >> 16 | (p & 0xFFFF0000u);
+    }
+}
+
 /* An A row's positive and negative words for the block of n <= 32 elements whose first record
  * is rec (bits from n on cleared): its window, and the next window's for n > 16. */
 static inline void mm_cpu_a_signs(const int32_t* rec, int n, uint32_t* pos, uint32_t* neg) {
@@ -158,6 +172,9 @@ typedef struct {
     int32_t c_late; /* C added after the block (mm_preset.c_late): split and wide kernels only */
     /* Clears the fp32 mantissa bits below the block result's `keep` significant bits. */
     uint32_t keep_mask;
+    /* The panels' sign groups are in the paired layout (mm_cpu_sign_paired): set by the driver
+     * for 16-k blocks when the kernel reads it (mm_cpu_kernel.rz_paired). */
+    int32_t sign_paired;
 } mm_cpu_plan;
 
 /* A tile kernel's operands. a: the tile's decoded rows (row r at a + r * as), rows of them (a
@@ -196,6 +213,8 @@ typedef struct {
     /* 1: its narrow tile runs the FMA form when mm_cpu_plan.rz: A's values enlarged
      * (MM_CPU_RZ_ENLARGE), A's sign windows and the panel's sign groups (mm_cpu_sign_group) */
     int rz_signs;
+    /* 1: and it reads 16-k blocks' sign groups in the paired layout (mm_cpu_plan.sign_paired) */
+    int rz_paired;
 } mm_cpu_kernel;
 
 /* Where column c of a panel w wide sits in its exponent plane. PLAIN: byte c.

@@ -176,18 +176,29 @@ MM_AVX2_INLINE void pass2(const int32_t* ak, int64_t as, const int32_t* bk, int 
 
 /* ---- the number of negative products of a block (cpu_fast.h, MM_CPU_RZ_ENLARGE) ---- */
 
+/* The positive (half 0) or negative (half 1) words of group j for fp32 vector v's columns;
+ * from the paired layout (mm_cpu_sign_paired) where the plan has it: 16-bit halves blended. */
+MM_AVX2_INLINE __m256i b_group_words(const uint32_t* b, int64_t j, int half, int v, int paired) {
+    const uint32_t* g = mm_cpu_sign_group(b, j, W) + v * VL;
+    if (!paired) return _mm256_loadu_si256((const __m256i*)(const void*)(g + half * W));
+    const __m256i h0 = _mm256_loadu_si256((const __m256i*)(const void*)g);
+    const __m256i h1 = _mm256_loadu_si256((const __m256i*)(const void*)(g + W));
+    enum { LOW_HALVES = 0x55 }; /* the second operand's bits 0..15 of each lane */
+    return half ? _mm256_blend_epi16(_mm256_slli_epi32(h1, 16), h0, LOW_HALVES)
+                : _mm256_blend_epi16(h1, _mm256_srli_epi32(h0, 16), LOW_HALVES);
+}
+
 /* Column words of the panel's sign groups for the block of n k from record kb (half 0:
  * positive, 1: negative) of fp32 vector v's columns, shifted so bit i is k = kb + i
  * (cpu_kernel_avx512.c, b_sign_words). */
-MM_AVX2_INLINE __m256i b_sign_words(const uint32_t* b, int64_t kb, int n, int half, int v) {
+MM_AVX2_INLINE __m256i b_sign_words(const uint32_t* b, int64_t kb, int n, int half, int v, int paired) {
     const int64_t j = kb / MM_CPU_SIGN_SPAN;
     const int o = (int)(kb % MM_CPU_SIGN_SPAN);
-    __m256i x = _mm256_loadu_si256((const __m256i*)(const void*)(mm_cpu_sign_group(b, j, W) + half * W + v * VL));
+    __m256i x = b_group_words(b, j, half, v, paired);
     if (o) {
         x = _mm256_srl_epi32(x, _mm_cvtsi32_si128(o));
         if (o + n > MM_CPU_SIGN_SPAN) {
-            const __m256i y = _mm256_loadu_si256(
-                (const __m256i*)(const void*)(mm_cpu_sign_group(b, j + 1, W) + half * W + v * VL));
+            const __m256i y = b_group_words(b, j + 1, half, v, paired);
             x = _mm256_or_si256(x, _mm256_sll_epi32(y, _mm_cvtsi32_si128(MM_CPU_SIGN_SPAN - o)));
         }
     }
@@ -275,21 +286,46 @@ MM_AVX2_INLINE void rz_block_rows(const mm_cpu_plan* p, const int32_t* ak, int64
     const __m256 v_unbias = _mm256_castsi256_ps(_mm256_set1_epi32((127 + MM_CPU_A_BIAS) << 23));
     /* vector by vector, the rows inside: 16 registers hold a vector's B words, the rows' A
      * words and the constants, where the rows outside kept all of B's words and spilled */
-    uint32_t pos[MR], neg[MR];
-    for (int r = 0; r < R; r++) mm_cpu_a_signs(ak + r * as, n, &pos[r], &neg[r]);
+#define MM_COMPOSE(r, v, negs)                                                                   \
+    do {                                                                                         \
+        const __m256i tb = _mm256_add_epi32(_mm256_castps_si256(T[r][v]), negs);                \
+        T[r][v] = _mm256_castsi256_ps(tb);                                                       \
+        c[r][v] = _mm256_castps_si256(_mm256_fmsub_ps(_mm256_castsi256_ps(tb), v_unbias,         \
+                                                      _mm256_castsi256_ps(Mb[r][v])));           \
+    } while (0)
+    if (p->sign_paired && kb % 16 == 0) {
+        /* a 16-k block on a half of its group (cpu_kernel_avx512.c): the row's sign window,
+         * its bits from n on cleared, and'ed with the half's words */
+        const uint32_t* half = mm_cpu_sign_group(bsign, kb / MM_CPU_SIGN_SPAN, W) + (kb % MM_CPU_SIGN_SPAN ? W : 0);
+        const uint32_t live = n >= 16 ? 0xFFFFFFFFu : ((1u << n) - 1u) * 0x10001u;
+        uint32_t aw[MR];
+        for (int r = 0; r < R; r++) aw[r] = (uint32_t)ak[r * as + MM_CPU_A_SGN] & live;
 #pragma GCC unroll 4
-    for (int v = 0; v < NV; v++) {
-        const __m256i bp = b_sign_words(bsign, kb, n, 0, v), bn = b_sign_words(bsign, kb, n, 1, v);
+        for (int v = 0; v < NV; v++) {
+            const __m256i bh = _mm256_loadu_si256((const __m256i*)(const void*)(half + v * VL));
 #pragma GCC unroll 4
-        for (int r = 0; r < R; r++) {
-            const __m256i ap = _mm256_set1_epi32((int32_t)pos[r]), an = _mm256_set1_epi32((int32_t)neg[r]);
-            const __m256i tb = _mm256_add_epi32(_mm256_castps_si256(T[r][v]), negatives(ap, an, bp, bn));
-            T[r][v] = _mm256_castsi256_ps(tb);
-            const __m256 mb = _mm256_castsi256_ps(Mb[r][v]);
-            const __m256 sum = _mm256_fmsub_ps(_mm256_castsi256_ps(tb), v_unbias, mb);
-            c[r][v] = _mm256_castps_si256(sum);
+            for (int r = 0; r < R; r++)
+                MM_COMPOSE(r, v, popcount32(_mm256_and_si256(_mm256_set1_epi32((int32_t)aw[r]), bh)));
         }
+    } else {
+        uint32_t pos[MR], neg[MR];
+        for (int r = 0; r < R; r++) mm_cpu_a_signs(ak + r * as, n, &pos[r], &neg[r]);
+        /* the two-word layout (its words rebuilt where the plan has the paired one) */
+#define MM_COMPOSE_TWO_WORDS(paired)                                                                    \
+    _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) {                                              \
+        const __m256i bp = b_sign_words(bsign, kb, n, 0, v, paired);                                    \
+        const __m256i bn = b_sign_words(bsign, kb, n, 1, v, paired);                                    \
+        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) MM_COMPOSE(                                 \
+            r, v, negatives(_mm256_set1_epi32((int32_t)pos[r]), _mm256_set1_epi32((int32_t)neg[r]), bp, bn)); \
     }
+        if (p->sign_paired) {
+            MM_COMPOSE_TWO_WORDS(1)
+        } else {
+            MM_COMPOSE_TWO_WORDS(0)
+        }
+#undef MM_COMPOSE_TWO_WORDS
+    }
+#undef MM_COMPOSE
     __m256i out_of_range = _mm256_cmpgt_epi32(f_max, _mm256_set1_epi32((MM_CPU_GRID_MAX_NARROW + p->frac + 127) << 23));
 #if MM_CPU_GRID_MIN + MM_CPU_RZ_FRAC_MAX >= MM_CPU_E_FLOOR
     out_of_range = _mm256_or_si256(out_of_range,
@@ -437,8 +473,8 @@ typedef __m256 mm_vf;
 #define MM_RZ_LEAVE() mxcsr_set(caller_csr)
 #include "cpu_kernel_simd_tiles.h"
 
-const mm_cpu_kernel mm_cpu_kernel_avx2 = {"avx2", TR, W, MR, tile, tile_split, MM_CPU_A_BIAS, MM_CPU_E_CODED, MM_CPU_BYTES_WORDS, 1};
+const mm_cpu_kernel mm_cpu_kernel_avx2 = {"avx2", TR, W, MR, tile, tile_split, MM_CPU_A_BIAS, MM_CPU_E_CODED, MM_CPU_BYTES_WORDS, 1, 1};
 
 #else
-const mm_cpu_kernel mm_cpu_kernel_avx2 = {"avx2", 1, 1, 1, 0, 0, 0, MM_CPU_E_CODED, MM_CPU_BYTES_WORDS, 0};
+const mm_cpu_kernel mm_cpu_kernel_avx2 = {"avx2", 1, 1, 1, 0, 0, 0, MM_CPU_E_CODED, MM_CPU_BYTES_WORDS, 0, 0};
 #endif

@@ -142,14 +142,16 @@ MM_AVX512_INLINE __m512i word_byte(__m512i x, int v) {
     }
 }
 
-/* The same byte moved to bits 23..30 (an exponent field), the other bits 0. */
-MM_AVX512_INLINE __m512i word_byte_field(__m512i x, int v) {
+/* The same byte moved to bits 23..30 (an exponent field), or-ed with low (bits below 23): a
+ * shift and one ternary logic op. */
+MM_AVX512_INLINE __m512i word_byte_field(__m512i x, int v, __m512i low) {
+    enum { AND_OR = 0xEA }; /* (x & m) | low */
     const __m512i m = _mm512_set1_epi32(0x7F800000);
     switch (v) {
-    case 0: return _mm512_and_si512(_mm512_slli_epi32(x, 23), m);
-    case 1: return _mm512_and_si512(_mm512_slli_epi32(x, 15), m);
-    case 2: return _mm512_and_si512(_mm512_slli_epi32(x, 7), m);
-    default: return _mm512_and_si512(_mm512_srli_epi32(x, 1), m);
+    case 0: return _mm512_ternarylogic_epi32(_mm512_slli_epi32(x, 23), m, low, AND_OR);
+    case 1: return _mm512_ternarylogic_epi32(_mm512_slli_epi32(x, 15), m, low, AND_OR);
+    case 2: return _mm512_ternarylogic_epi32(_mm512_slli_epi32(x, 7), m, low, AND_OR);
+    default: return _mm512_ternarylogic_epi32(_mm512_srli_epi32(x, 1), m, low, AND_OR);
     }
 }
 
@@ -273,18 +275,31 @@ MM_AVX512_INLINE __mmask16 narrow_compose(__m512i* c, __m512i S, __m512i grid, _
 
 /* ---- the number of negative products of a block (cpu_fast.h, MM_CPU_RZ_ENLARGE) ---- */
 
+/* The positive (half 0) or negative (half 1) words of group j for fp32 vector v's columns;
+ * from the paired layout (mm_cpu_sign_paired) where the plan has it. */
+MM_AVX512_INLINE __m512i b_group_words(const uint32_t* b, int64_t j, int half, int v, int paired) {
+    const uint32_t* g = mm_cpu_sign_group(b, j, W) + v * VL;
+    if (!paired) return _mm512_loadu_si512((const void*)(g + half * W));
+    const __m512i h0 = _mm512_loadu_si512((const void*)g), h1 = _mm512_loadu_si512((const void*)(g + W));
+    const __m512i lo = _mm512_set1_epi32(0xFFFF);
+    enum { SELECT = 0xCA }; /* x ? y : z, bit by bit */
+    return half ? _mm512_ternarylogic_epi32(lo, h0, _mm512_slli_epi32(h1, 16), SELECT)
+                : _mm512_ternarylogic_epi32(lo, _mm512_srli_epi32(h0, 16), h1, SELECT);
+}
+
 /* Column words of the panel's sign groups for the block of n k from record kb: the positive
  * (half 0) or negative (half 1) words of fp32 vector v's columns, shifted so bit i is k = kb + i.
  * A block of a standard preset starts on a group (kb a multiple of 32, or 16 with ada's
- * 16-k blocks inside one group); others take the next group's bits as well. */
-MM_AVX512_INLINE __m512i b_sign_words(const uint32_t* b, int64_t kb, int n, int half, int v) {
+ * 16-k blocks inside one group, which the paired layout serves without these words); others take
+ * the next group's bits as well. */
+MM_AVX512_INLINE __m512i b_sign_words(const uint32_t* b, int64_t kb, int n, int half, int v, int paired) {
     const int64_t j = kb / MM_CPU_SIGN_SPAN;
     const int o = (int)(kb % MM_CPU_SIGN_SPAN);
-    __m512i x = _mm512_loadu_si512((const void*)(mm_cpu_sign_group(b, j, W) + half * W + v * VL));
+    __m512i x = b_group_words(b, j, half, v, paired);
     if (o) {
         x = _mm512_srl_epi32(x, _mm_cvtsi32_si128(o));
         if (o + n > MM_CPU_SIGN_SPAN) {
-            const __m512i y = _mm512_loadu_si512((const void*)(mm_cpu_sign_group(b, j + 1, W) + half * W + v * VL));
+            const __m512i y = b_group_words(b, j + 1, half, v, paired);
             x = _mm512_or_si512(x, _mm512_sll_epi32(y, _mm_cvtsi32_si128(MM_CPU_SIGN_SPAN - o)));
         }
     }
@@ -313,6 +328,62 @@ MM_AVX512_INLINE __m512i negatives(__m512i ap, __m512i an, __m512i bp, __m512i b
     return popcount32(_mm512_ternarylogic_epi32(_mm512_and_si512(bn, ap), bp, an, OR_AND));
 }
 
+/* The composition of a block of the narrow FMA form (rz_block_rows): the block result of C into
+ * c from its rows' sums T. T - M = (S - n) units of 2^(grid - MM_CPU_A_BIAS), n the negative
+ * products, so T + n (T's bits plus n: M + S stays in T's binade, as |S| < 2^22 units) minus M
+ * is S units, and (T + n) * 2^MM_CPU_A_BIAS - M * 2^MM_CPU_A_BIAS = S * 2^grid: one FMA whose
+ * exact result is representable while the grid is in range; rounded to nearest (named here,
+ * though the backend always runs in it), an exact zero is +0, as mm_cpu_compose gives. M (1.5
+ * times T's power of two) comes from T's bits rather than kept through the loop. Its keep bits
+ * are taken at the chain's end (chain_rz; the next block reads the same from all of them:
+ * cpu_fast.h, MM_CPU_RZ_KEEP_LATE). keep_t: T is left holding T + n (for compose_fix), else
+ * as it was: the usual call stores no T (16 stores per block and group fewer). */
+MM_AVX512_INLINE void compose_block(const mm_cpu_plan* p, const int32_t* ak, int64_t as, const uint32_t* bsign,
+                                    int64_t kb, int n, __m512 T[MR][NV], __m512i c[MR][NV], const int R,
+                                    const int keep_t) {
+    const __m512 v_unbias = _mm512_castsi512_ps(_mm512_set1_epi32((127 + MM_CPU_A_BIAS) << 23));
+    const __m512i v_expo = _mm512_set1_epi32((int32_t)0xFF800000u);
+    const __m512i v_mb = _mm512_set1_epi32((int32_t)(((uint32_t)MM_CPU_A_BIAS << 23) | 0x400000u));
+#define MM_COMPOSE(r, v, negs)                                                                              \
+    do {                                                                                                    \
+        const __m512i tb = _mm512_add_epi32(_mm512_castps_si512(T[r][v]), negs);                           \
+        if (keep_t) T[r][v] = _mm512_castsi512_ps(tb);                                                      \
+        const __m512 mb = _mm512_castsi512_ps(_mm512_add_epi32(_mm512_and_si512(tb, v_expo), v_mb));        \
+        c[r][v] = _mm512_castps_si512(_mm512_fmsub_round_ps(_mm512_castsi512_ps(tb), v_unbias, mb,          \
+                                                            _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)); \
+    } while (0)
+    if (p->sign_paired && kb % 16 == 0) {
+        /* a 16-k block on a half of its group: the row's sign window and'ed with the half's
+         * words (mm_cpu_sign_paired), the window's bits from n on cleared */
+        const uint32_t* half = mm_cpu_sign_group(bsign, kb / MM_CPU_SIGN_SPAN, W) + (kb % MM_CPU_SIGN_SPAN ? W : 0);
+        const uint32_t live = n >= 16 ? 0xFFFFFFFFu : ((1u << n) - 1u) * 0x10001u;
+        __m512i bh[NV];
+        for (int v = 0; v < NV; v++) bh[v] = _mm512_loadu_si512((const void*)(half + v * VL));
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            const __m512i aw = _mm512_set1_epi32((int32_t)((uint32_t)ak[r * as + MM_CPU_A_SGN] & live));
+#pragma GCC unroll 4
+            for (int v = 0; v < NV; v++) MM_COMPOSE(r, v, popcount32(_mm512_and_si512(aw, bh[v])));
+        }
+    } else {
+        /* the two-word layout (its words rebuilt where the plan has the paired one) */
+        __m512i bp[NV], bn[NV];
+        for (int v = 0; v < NV; v++) {
+            bp[v] = p->sign_paired ? b_sign_words(bsign, kb, n, 0, v, 1) : b_sign_words(bsign, kb, n, 0, v, 0);
+            bn[v] = p->sign_paired ? b_sign_words(bsign, kb, n, 1, v, 1) : b_sign_words(bsign, kb, n, 1, v, 0);
+        }
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            uint32_t pos, neg;
+            mm_cpu_a_signs(ak + r * as, n, &pos, &neg);
+            const __m512i ap = _mm512_set1_epi32((int32_t)pos), an = _mm512_set1_epi32((int32_t)neg);
+#pragma GCC unroll 4
+            for (int v = 0; v < NV; v++) MM_COMPOSE(r, v, negatives(ap, an, bp[v], bn[v]));
+        }
+    }
+#undef MM_COMPOSE
+}
+
 /* One block of the narrow FMA form (file comment) on the group's first R rows (MR, or the live
  * rows of a tile's last group): the block result of C = c into c. E8: the products' block
  * maxima (pass 1, at least MM_CPU_E_FLOOR); bsign, kb: the panel's sign groups and the block's
@@ -329,8 +400,10 @@ MM_AVX512_INLINE void rz_block_rows(const mm_cpu_plan* p, const int32_t* ak, int
     /* In the setup, F = E + 127 (C's exponent field where C sets E), so the constants below
      * take E's 127 in. */
     const int32_t m_field = 23 - MM_CPU_A_BIAS - p->frac; /* M's exponent field - F */
-    const __m512i v_madd = _mm512_set1_epi32((int32_t)(((uint32_t)m_field << 23) | 0x400000u));
-    const __m512i v_sadd = _mm512_set1_epi32((int32_t)((uint32_t)(254 + p->frac) << 23)); /* 2^(frac - E) */
+    const __m512i v_m8 = _mm512_set1_epi8((char)m_field);
+    const __m512i v_half = _mm512_set1_epi32(0x400000);
+    /* 2^(frac - E) = (254 + frac - F) << 23, taken from M's bits ((F + m_field) << 23 | half) */
+    const __m512i v_sadd = _mm512_set1_epi32((int32_t)(((uint32_t)(254 + p->frac + m_field) << 23) | 0x400000u));
     const __m512i v_eoff = _mm512_set1_epi8((char)(127 - 2 * MM_CPU_E_CODE_OFFSET)); /* pass 1's code -> F */
     __m512 T[MR][NV];
     /* The largest F over the tile, checked once after the loop: a lane above the range the
@@ -338,6 +411,8 @@ MM_AVX512_INLINE void rz_block_rows(const mm_cpu_plan* p, const int32_t* ak, int
      * at least MM_CPU_E_FLOOR, above that range's lower end unless a test build narrows it.) */
     _Static_assert(MM_CPU_GRID_MAX_NARROW + MM_CPU_RZ_FRAC_MAX + 127 <= 255 && MM_CPU_GRID_MIN + 127 >= 0,
                    "the range checks of F compare bytes");
+    _Static_assert(MM_CPU_E_FLOOR + 127 + 23 - MM_CPU_A_BIAS - MM_CPU_RZ_FRAC_MAX >= 1,
+                   "M's exponent field, F + m_field, is a byte of at least 1");
     __m512i f_max = _mm512_setzero_si512();
 #if MM_CPU_GRID_MIN + MM_CPU_RZ_FRAC_MAX >= MM_CPU_E_FLOOR
     __m512i f_min = _mm512_set1_epi8((char)0xFF);
@@ -351,12 +426,14 @@ MM_AVX512_INLINE void rz_block_rows(const mm_cpu_plan* p, const int32_t* ak, int
 #if MM_CPU_GRID_MIN + MM_CPU_RZ_FRAC_MAX >= MM_CPU_E_FLOOR
         f_min = _mm512_min_epu8(f_min, f8);
 #endif
+        /* M's exponent fields, F + m_field in [7, 245] (F >= 37: E >= MM_CPU_E_FLOOR), bytes */
+        const __m512i m8 = _mm512_add_epi8(f8, v_m8);
 #pragma GCC unroll 4
         for (int v = 0; v < NV; v++) {
-            const __m512i f23 = word_byte_field(f8, v);
-            const __m512 s = _mm512_castsi512_ps(_mm512_sub_epi32(v_sadd, f23));
+            const __m512i mb = word_byte_field(m8, v, v_half); /* M's bits */
+            const __m512 s = _mm512_castsi512_ps(_mm512_sub_epi32(v_sadd, mb));
             const __m512i cterm = _mm512_cvttps_epi32(_mm512_mul_ps(_mm512_castsi512_ps(c[r][v]), s));
-            T[r][v] = _mm512_castsi512_ps(_mm512_add_epi32(_mm512_add_epi32(f23, v_madd), cterm));
+            T[r][v] = _mm512_castsi512_ps(_mm512_add_epi32(mb, cterm));
         }
     }
     for (int i = n; i < npf; i++) mm_cpu_prefetch_a_line(pf, as, R, i); /* more lines than k steps */
@@ -373,57 +450,30 @@ MM_AVX512_INLINE void rz_block_rows(const mm_cpu_plan* p, const int32_t* ak, int
                 T[r][v] = _mm512_fmadd_round_ps(av, bv[v], T[r][v], _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
         }
     }
-    /* The block result in floating point: T - M = (S - n) units of 2^(grid - MM_CPU_A_BIAS),
-     * n the negative products, so T + n (T's bits plus n: M + S stays in T's binade, as |S| <
-     * 2^22 units) minus M is S units, and (T + n) * 2^MM_CPU_A_BIAS - M * 2^MM_CPU_A_BIAS =
-     * S * 2^grid: one FMA whose exact result is representable while the grid is in range;
-     * rounded to nearest (named here, though the backend always runs in it), an exact zero is
-     * +0, as mm_cpu_compose gives. M (1.5 times T's power of two) comes from T's bits rather
-     * than kept through the loop. Its keep bits are taken at the chain's end (chain_rz; the
-     * next block reads the same from all of them: cpu_fast.h, MM_CPU_RZ_KEEP_LATE). */
-    const __m512 v_unbias = _mm512_castsi512_ps(_mm512_set1_epi32((127 + MM_CPU_A_BIAS) << 23));
-    const __m512i v_expo = _mm512_set1_epi32((int32_t)0xFF800000u);
-    const __m512i v_mb = _mm512_set1_epi32((int32_t)(((uint32_t)MM_CPU_A_BIAS << 23) | 0x400000u));
-    __m512i bp[NV], bn[NV];
-    for (int v = 0; v < NV; v++) {
-        bp[v] = b_sign_words(bsign, kb, n, 0, v);
-        bn[v] = b_sign_words(bsign, kb, n, 1, v);
-    }
-#pragma GCC unroll 4
-    for (int r = 0; r < R; r++) {
-        uint32_t pos, neg;
-        mm_cpu_a_signs(ak + r * as, n, &pos, &neg);
-        const __m512i ap = _mm512_set1_epi32((int32_t)pos), an = _mm512_set1_epi32((int32_t)neg);
-#pragma GCC unroll 4
-        for (int v = 0; v < NV; v++) {
-            const __m512i tb = _mm512_add_epi32(_mm512_castps_si512(T[r][v]), negatives(ap, an, bp[v], bn[v]));
-            T[r][v] = _mm512_castsi512_ps(tb);
-            const __m512 mb = _mm512_castsi512_ps(_mm512_add_epi32(_mm512_and_si512(tb, v_expo), v_mb));
-            const __m512 sum = _mm512_fmsub_round_ps(_mm512_castsi512_ps(tb), v_unbias, mb,
-                                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-            c[r][v] = _mm512_castps_si512(sum);
-        }
-    }
     __mmask64 out_of_range = _mm512_cmpgt_epu8_mask(f_max, _mm512_set1_epi8((char)(MM_CPU_GRID_MAX_NARROW + p->frac + 127)));
 #if MM_CPU_GRID_MIN + MM_CPU_RZ_FRAC_MAX >= MM_CPU_E_FLOOR
     out_of_range |= _mm512_cmplt_epu8_mask(f_min, _mm512_set1_epi8((char)(MM_CPU_GRID_MIN + p->frac + 127)));
 #endif
-    if (out_of_range) {
-        /* those lanes composed exactly from the integer sums (T holds n now) */
-        const __m512i v_fbits = _mm512_set1_epi32(0x7FFFFF), v_half = _mm512_set1_epi32(0x400000);
-        const __m512i v_mbase = _mm512_set1_epi32(127 + 23 - MM_CPU_A_BIAS); /* M's field - grid */
-        __m512i S[MR][NV], G[MR][NV], zero[MR][NV];
-        for (int r = 0; r < MR; r++)
-            for (int v = 0; v < NV; v++) {
-                /* rows from R on, not run: the T of a sum 0 on grid 0, which compose_fix leaves */
-                const __m512i tb = r < R ? _mm512_castps_si512(T[r][v])
-                                         : _mm512_or_si512(_mm512_slli_epi32(v_mbase, 23), v_half);
-                G[r][v] = _mm512_sub_epi32(_mm512_srli_epi32(tb, 23), v_mbase);
-                S[r][v] = _mm512_sub_epi32(_mm512_and_si512(tb, v_fbits), v_half);
-                zero[r][v] = _mm512_setzero_si512();
-            }
-        compose_fix(c, S, zero, G, MM_CPU_GRID_MAX_NARROW, p);
+    if (!out_of_range) {
+        compose_block(p, ak, as, bsign, kb, n, T, c, R, 0);
+        return;
     }
+    /* lanes out of range (none in FP8 GEMMs; test builds narrow the range): composed exactly
+     * from the integer sums in T, which the composition keeps (T + n) */
+    compose_block(p, ak, as, bsign, kb, n, T, c, R, 1);
+    const __m512i v_fbits = _mm512_set1_epi32(0x7FFFFF), v_half23 = _mm512_set1_epi32(0x400000);
+    const __m512i v_mbase = _mm512_set1_epi32(127 + 23 - MM_CPU_A_BIAS); /* M's field - grid */
+    __m512i S[MR][NV], G[MR][NV], zero[MR][NV];
+    for (int r = 0; r < MR; r++)
+        for (int v = 0; v < NV; v++) {
+            /* rows from R on, not run: the T of a sum 0 on grid 0, which compose_fix leaves */
+            const __m512i tb = r < R ? _mm512_castps_si512(T[r][v])
+                                     : _mm512_or_si512(_mm512_slli_epi32(v_mbase, 23), v_half23);
+            G[r][v] = _mm512_sub_epi32(_mm512_srli_epi32(tb, 23), v_mbase);
+            S[r][v] = _mm512_sub_epi32(_mm512_and_si512(tb, v_fbits), v_half23);
+            zero[r][v] = _mm512_setzero_si512();
+        }
+    compose_fix(c, S, zero, G, MM_CPU_GRID_MAX_NARROW, p);
 }
 
 /* The block result of the split form (cpu_kernel_avx2.c's compose_split, 16 lanes). */
@@ -537,8 +587,8 @@ typedef __m512 mm_vf;
 #define MM_RZ_LEAVE()
 #include "cpu_kernel_simd_tiles.h"
 
-MM_CPU_AVX512_KERNEL = {"avx512", TR, W, MR, tile, tile_split, MM_CPU_A_BIAS, MM_CPU_E_CODED, MM_CPU_BYTES_WORDS, 1};
+MM_CPU_AVX512_KERNEL = {"avx512", TR, W, MR, tile, tile_split, MM_CPU_A_BIAS, MM_CPU_E_CODED, MM_CPU_BYTES_WORDS, 1, 1};
 
 #else
-MM_CPU_AVX512_KERNEL = {"avx512", 1, 1, 1, 0, 0, 0, MM_CPU_E_CODED, MM_CPU_BYTES_WORDS, 0};
+MM_CPU_AVX512_KERNEL = {"avx512", 1, 1, 1, 0, 0, 0, MM_CPU_E_CODED, MM_CPU_BYTES_WORDS, 0, 0};
 #endif

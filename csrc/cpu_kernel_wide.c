@@ -52,4 +52,4 @@ static void block(const mm_cpu_plan* p, const int32_t* a, int64_t as, const int3
 
 #include "cpu_kernel_chain.h"
 
-const mm_cpu_kernel mm_cpu_kernel_wide = {"wide", MR, W, MR, tile, 0, 0, MM_CPU_E_SIGNED, MM_CPU_BYTES_PLAIN, 0};
+const mm_cpu_kernel mm_cpu_kernel_wide = {"wide", MR, W, MR, tile, 0, 0, MM_CPU_E_SIGNED, MM_CPU_BYTES_PLAIN, 0, 0};

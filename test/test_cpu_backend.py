@@ -361,7 +361,8 @@ def test_simd_decoding_writes_the_tables_panels_and_rows(tmp_path):
     csrc/cpu_decode_avx512.c) equal, byte for byte, the panels written code by code from the
     decoding tables (test/c/cpu_decode_check.c): records, sign words and NaN/Inf flags, both formats
     and both SIMD panel widths, each decoder alone as well, codes with and without subnormals, half
-    of them decoded with DAZ set (no operand may be a subnormal fp32). A's rows likewise, decoded
+    of them decoded with DAZ set (no operand may be a subnormal fp32), sign words in both layouts
+    (the paired one: csrc/cpu_fast.h, mm_cpu_sign_paired). A's rows likewise, decoded
     with AVX-512 where the CPU has it, with AVX2 (csrc/cpu_decode_a_avx512.c, cpu_decode_a_avx2.c)
     and by the scalar loop, for every table the kernels use: words, sign windows, NaN/Inf flags,
     nothing written past a row."""
@@ -381,8 +382,8 @@ def test_simd_decoding_writes_the_tables_panels_and_rows(tmp_path):
     assert not re.search(r"\(0 groups", run.stdout), run.stdout  # the SIMD decoders really ran
     halves = re.search(r"; (\d+) of their 32-column halves with subnormal codes, (\d+) without", run.stdout)
     assert halves and int(halves.group(1)) > 0 and int(halves.group(2)) > 0, run.stdout  # both value paths ran
-    alone = re.search(r"alone: (\d+) groups by AVX2, (\d+) by AVX-512", run.stdout)
-    assert alone and int(alone.group(1)) > 0, run.stdout
+    alone = re.search(r"alone: (\d+) groups by AVX2, (\d+) by AVX-512; (\d+) panels with paired", run.stdout)
+    assert alone and int(alone.group(1)) > 0 and int(alone.group(3)) > 0, run.stdout
     a_rows = re.search(r"A: (\d+) rows \((\d+) by AVX-512, (\d+) by AVX2\)", run.stdout)
     assert a_rows and int(a_rows.group(1)) > 0 and int(a_rows.group(3)) > 0, run.stdout
     if "avx512" in PATHS:  # a CPU with AVX-512 (F, BW, VL) runs the AVX-512 decoders

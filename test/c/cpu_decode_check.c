@@ -13,12 +13,13 @@
  * CPU has it). Panels take turns with many subnormal codes, a few and none, so that both value
  * paths of the decoders run and alternate within a panel; every second run of 24 panels decodes
  * with DAZ set (MXCSR: subnormal operands read as zero), which changes the bits of any value
- * formed from a subnormal operand, i.e. the microcode assists the decoders must not take.
+ * formed from a subnormal operand, i.e. the microcode assists the decoders must not take. Half
+ * the panels with sign words ask for the paired layout (mm_cpu_sign_paired).
  * Rows of A likewise (through decode_a: AVX-512 where the CPU has it, AVX2, and decode_a's
  * scalar loop): check_a_rows.
  * Usage: cpu_decode_check [panels] [seed]. Prints "<n> panels (<g> groups by SIMD; <s> of their
  * 32-column halves with subnormal codes, <z> without; alone: <a> groups by AVX2, <b> by
- * AVX-512); A: <r> rows (<v> by AVX-512, <u> by AVX2), <f> failures"; exits 77 where the CPU lacks AVX2. */
+ * AVX-512; <p> panels with paired sign words); A: <r> rows (<v> by AVX-512, <u> by AVX2), <f> failures"; exits 77 where the CPU lacks AVX2. */
 #include "cpu_fast.c"
 #include <xmmintrin.h>
 
@@ -30,9 +31,10 @@ static uint64_t rnd(void) {
     return rng;
 }
 
-/* The panel decode_b_panel should write, from the tables alone. */
+/* The panel decode_b_panel should write, from the tables alone (its sign groups in the paired
+ * layout where paired is set, cpu_fast.h: mm_cpu_sign_paired). */
 static void expected_panel(const uint8_t* codes, int64_t ldb, int64_t N, int64_t j0, int w, int64_t k0,
-                           int64_t len, const mm_cpu_lut* t, mm_cpu_panel* pn, uint8_t* special) {
+                           int64_t len, const mm_cpu_lut* t, int paired, mm_cpu_panel* pn, uint8_t* special) {
     const int64_t stride = MM_CPU_PANEL_STRIDE(w);
     if (pn->sign) memset(pn->sign, 0, sizeof(uint32_t) * (size_t)sign_words(len, w));
     memset(special, 0, (size_t)w);
@@ -44,8 +46,13 @@ static void expected_panel(const uint8_t* codes, int64_t ldb, int64_t N, int64_t
             mm_cpu_values(rec + MM_CPU_PANEL_V(w))[c] = t->v[code];
             if (pn->sign) {
                 uint32_t* group = pn->sign + k / MM_CPU_SIGN_SPAN * MM_CPU_SIGN_GROUP_WORDS(w);
-                group[c] |= (uint32_t)t->pos[code] << (k % MM_CPU_SIGN_SPAN);
-                group[w + c] |= (uint32_t)t->neg[code] << (k % MM_CPU_SIGN_SPAN);
+                const int i = (int)(k % MM_CPU_SIGN_SPAN);
+                if (paired) { /* half i / 16: negative bit i % 16, positive bit 16 + i % 16 */
+                    group[i / 16 * w + c] |= (uint32_t)t->neg[code] << (i % 16) | (uint32_t)t->pos[code] << (16 + i % 16);
+                } else {
+                    group[c] |= (uint32_t)t->pos[code] << i;
+                    group[w + c] |= (uint32_t)t->neg[code] << i;
+                }
             }
             special[c] |= t->special[code];
         }
@@ -169,10 +176,13 @@ int main(int argc, char** argv) {
     if (argc > 2) rng = strtoull(argv[2], NULL, 10) | 1u;
     int failures = 0;
     int64_t simd_groups = 0, halves[2] = {0, 0}; /* without, with subnormal codes */
+    int64_t paired_panels = 0;
     int64_t by[2] = {0, 0}; /* whole groups decoded by each decoder alone: AVX2, AVX-512 */
     const group_decoder decoders[2] = {mm_cpu_decode_b_group_avx2, mm_cpu_decode_b_group_avx512};
     for (int it = 0; it < panels; it++) {
         const int fmt = it % 2 ? MM_FMT_E5M2 : MM_FMT_E4M3, w = (it / 2) % 2 ? 64 : 32, signs = (it / 4) % 2;
+        const int paired = signs && (it / 8) % 2;
+        paired_panels += paired;
         const int64_t N = 1 + (int64_t)(rnd() % (uint64_t)(2 * w)), K = 1 + (int64_t)(rnd() % 300);
         const int64_t ldb = K + (int64_t)(rnd() % 5), j0 = N > w && rnd() % 2 ? w : 0;
         const int64_t k0 = (int64_t)(rnd() % (uint64_t)K), k1 = k0 + 1 + (int64_t)(rnd() % (uint64_t)(K - k0));
@@ -199,9 +209,17 @@ int main(int argc, char** argv) {
         uint8_t special_got[64], special_want[64];
         const unsigned csr = _mm_getcsr();
         if ((it / 24) % 2) _mm_setcsr(csr | 0x0040); /* DAZ */
-        decode_b_panel(&g, &t, j0, w, MM_CPU_BYTES_WORDS, k0, k1, &got, special_got);
+        decode_b_panel(&g, &t, j0, w, MM_CPU_BYTES_WORDS, paired, k0, k1, &got, special_got);
         _mm_setcsr(csr);
-        expected_panel(codes, ldb, N, j0, w, k0, len, &t, &want, special_want);
+        /* the decoders alone write the two-word layout; the panel, paired's */
+        mm_cpu_panel want_alone;
+        uint8_t special_unused[64];
+        if (!panel_alloc(&want_alone, len, w, signs)) {
+            printf("out of memory\n");
+            return 2;
+        }
+        expected_panel(codes, ldb, N, j0, w, k0, len, &t, paired, &want, special_want);
+        expected_panel(codes, ldb, N, j0, w, k0, len, &t, 0, &want_alone, special_unused);
         /* each decoder alone on the whole groups: their records, sign words and NaN/Inf flags */
         const int64_t whole = len / MM_CPU_SIGN_SPAN * MM_CPU_SIGN_SPAN;
         uint8_t special_whole[64] = {0};
@@ -223,7 +241,7 @@ int main(int argc, char** argv) {
                 const size_t rec_bytes = 4 * (size_t)(whole * MM_CPU_PANEL_STRIDE(w));
                 const size_t sign_bytes = 4 * (size_t)(whole / MM_CPU_SIGN_SPAN * MM_CPU_SIGN_GROUP_WORDS(w));
                 if (memcmp(alone.rec, want.rec, rec_bytes) != 0 ||
-                    (signs && memcmp(alone.sign, want.sign, sign_bytes) != 0) ||
+                    (signs && memcmp(alone.sign, want_alone.sign, sign_bytes) != 0) ||
                     memcmp(special_alone, special_whole, (size_t)w) != 0) {
                     if (++failures <= 10)
                         printf("mismatch: %s alone, panel %d fmt %d w %d signs %d\n", d ? "AVX-512" : "AVX2", it,
@@ -245,9 +263,10 @@ int main(int argc, char** argv) {
             }
         if (memcmp(got.rec, want.rec, (size_t)bytes) != 0 || memcmp(special_got, special_want, (size_t)w) != 0) {
             if (++failures <= 10)
-                printf("mismatch: panel %d fmt %d w %d signs %d daz %d N %ld j0 %ld k [%ld, %ld)\n", it, fmt, w,
-                       signs, (it / 24) % 2, (long)N, (long)j0, (long)k0, (long)k1);
+                printf("mismatch: panel %d fmt %d w %d signs %d paired %d daz %d N %ld j0 %ld k [%ld, %ld)\n", it,
+                       fmt, w, signs, paired, (it / 24) % 2, (long)N, (long)j0, (long)k0, (long)k1);
         }
+        free(want_alone.rec);
         free(got.rec);
         free(want.rec);
         free(codes);
@@ -255,8 +274,8 @@ int main(int argc, char** argv) {
     int64_t a_rows = 0, a_simd[2] = {0, 0};
     failures += check_a_rows(panels, &a_rows, a_simd);
     printf("%d panels (%ld groups by SIMD; %ld of their 32-column halves with subnormal codes, %ld without; "
-           "alone: %ld groups by AVX2, %ld by AVX-512); A: %ld rows (%ld by AVX-512, %ld by AVX2), %d failures\n", panels,
-           (long)simd_groups, (long)halves[1], (long)halves[0], (long)by[0], (long)by[1], (long)a_rows,
+           "alone: %ld groups by AVX2, %ld by AVX-512; %ld panels with paired sign words); A: %ld rows (%ld by AVX-512, %ld by AVX2), %d failures\n", panels,
+           (long)simd_groups, (long)halves[1], (long)halves[0], (long)by[0], (long)by[1], (long)paired_panels, (long)a_rows,
            (long)a_simd[0], (long)a_simd[1], failures);
     return failures ? 1 : 0;
 }

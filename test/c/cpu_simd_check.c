@@ -151,6 +151,16 @@ int main(int argc, char** argv) {
         g.scheme = g.splits > 1 ? 1 + (int32_t)(rnd() % 3) : MM_SCHEME_NONE;
         /* a pairwise order of the round-robin layout that is not recorded is refused: serial */
         if (!mm_split_plan_known(g.splits, g.scheme, &g.preset)) g.scheme = MM_SCHEME_SERIAL;
+        if (it % 10 == 9) {
+            /* ada on round-robin tiles of any size: chains of 16-k blocks that start off the
+             * halves of a sign group (the AVX-512 FMA form's paired sign words, cpu_fast.h) */
+            g.preset = mm_preset_get(MM_PRESET_ADA);
+            g.preset.split_rr_tile = 1 + (int32_t)(rnd() % 100);
+            g.fast_accum = 1;
+            g.splits = 2 + (int32_t)(rnd() % 3);
+            g.scheme = MM_SCHEME_SERIAL;
+            g.K = 60 + (int64_t)(rnd() % 400);
+        }
         g.out_kind = (int32_t)(rnd() % 6);
         g.epilogue_order = (int32_t)(rnd() % 3);
         g.has_scale_result = (int32_t)(rnd() % 2);
