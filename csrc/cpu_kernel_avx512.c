@@ -15,10 +15,12 @@
  *       running sum stays within 2^22 units (the driver's bound, plan_fits_rz): the model's cut
  *       toward zero of a*b for a positive product, one unit below it for a negative one;
  *   S = (T - M) / unit + n, n = the block's number of negative products, counted once per
- *       block from sign words (one bit per k: popcount((A+ & B-) | (A- & B+)), negatives).
+ *       block from sign words (one bit per k: popcount((A+ & B-) | (A- & B+)), negatives; for
+ *       16-k blocks one and of A's window with B's paired word, cpu_fast.h mm_cpu_sign_paired).
  * S is then mm_block's exact sum. The block result S * 2^grid is formed in floating point, an
  * integer add and one FMA, both exact (rz_block), and cut to its keep bits. Per 16 products: one
- * FMA; per 16 outputs and block: an and, a ternary logic op and a popcount, where the multiply
+ * FMA; per 16 outputs and block: an and, a ternary logic op and a popcount (16-k blocks: an and
+ * and a popcount), where the multiply
  * form (pass2) takes per 16 products a multiply, an exponent add, a conversion and an add.
  * The popcount is VPOPCNTD; CPUs without it (Skylake-SP, Cascade Lake) run this file's second
  * build, cpu_kernel_avx512_nibbles.c, whose popcount32 uses a nibble table.
@@ -461,16 +463,16 @@ MM_AVX512_INLINE void rz_block_rows(const mm_cpu_plan* p, const int32_t* ak, int
     /* lanes out of range (none in FP8 GEMMs; test builds narrow the range): composed exactly
      * from the integer sums in T, which the composition keeps (T + n) */
     compose_block(p, ak, as, bsign, kb, n, T, c, R, 1);
-    const __m512i v_fbits = _mm512_set1_epi32(0x7FFFFF), v_half23 = _mm512_set1_epi32(0x400000);
+    const __m512i v_fbits = _mm512_set1_epi32(0x7FFFFF);
     const __m512i v_mbase = _mm512_set1_epi32(127 + 23 - MM_CPU_A_BIAS); /* M's field - grid */
     __m512i S[MR][NV], G[MR][NV], zero[MR][NV];
     for (int r = 0; r < MR; r++)
         for (int v = 0; v < NV; v++) {
             /* rows from R on, not run: the T of a sum 0 on grid 0, which compose_fix leaves */
             const __m512i tb = r < R ? _mm512_castps_si512(T[r][v])
-                                     : _mm512_or_si512(_mm512_slli_epi32(v_mbase, 23), v_half23);
+                                     : _mm512_or_si512(_mm512_slli_epi32(v_mbase, 23), v_half);
             G[r][v] = _mm512_sub_epi32(_mm512_srli_epi32(tb, 23), v_mbase);
-            S[r][v] = _mm512_sub_epi32(_mm512_and_si512(tb, v_fbits), v_half23);
+            S[r][v] = _mm512_sub_epi32(_mm512_and_si512(tb, v_fbits), v_half);
             zero[r][v] = _mm512_setzero_si512();
         }
     compose_fix(c, S, zero, G, MM_CPU_GRID_MAX_NARROW, p);
