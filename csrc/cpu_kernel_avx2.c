@@ -311,19 +311,16 @@ MM_AVX2_INLINE void rz_block_rows(const mm_cpu_plan* p, const int32_t* ak, int64
         uint32_t pos[MR], neg[MR];
         for (int r = 0; r < R; r++) mm_cpu_a_signs(ak + r * as, n, &pos[r], &neg[r]);
         /* the two-word layout (its words rebuilt where the plan has the paired one) */
-#define MM_COMPOSE_TWO_WORDS(paired)                                                                    \
-    _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) {                                              \
-        const __m256i bp = b_sign_words(bsign, kb, n, 0, v, paired);                                    \
-        const __m256i bn = b_sign_words(bsign, kb, n, 1, v, paired);                                    \
-        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) MM_COMPOSE(                                 \
-            r, v, negatives(_mm256_set1_epi32((int32_t)pos[r]), _mm256_set1_epi32((int32_t)neg[r]), bp, bn)); \
-    }
-        if (p->sign_paired) {
-            MM_COMPOSE_TWO_WORDS(1)
-        } else {
-            MM_COMPOSE_TWO_WORDS(0)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) {
+            const __m256i bp = p->sign_paired ? b_sign_words(bsign, kb, n, 0, v, 1) : b_sign_words(bsign, kb, n, 0, v, 0);
+            const __m256i bn = p->sign_paired ? b_sign_words(bsign, kb, n, 1, v, 1) : b_sign_words(bsign, kb, n, 1, v, 0);
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++) {
+                const __m256i ap = _mm256_set1_epi32((int32_t)pos[r]), an = _mm256_set1_epi32((int32_t)neg[r]);
+                MM_COMPOSE(r, v, negatives(ap, an, bp, bn));
+            }
         }
-#undef MM_COMPOSE_TWO_WORDS
     }
 #undef MM_COMPOSE
     __m256i out_of_range = _mm256_cmpgt_epi32(f_max, _mm256_set1_epi32((MM_CPU_GRID_MAX_NARROW + p->frac + 127) << 23));
