@@ -227,7 +227,7 @@ MM_AVX2_INLINE __m256i negatives(__m256i ap, __m256i an, __m256i bp, __m256i bn)
  * and the FMAs round by MXCSR. */
 MM_AVX2_INLINE void rz_block_rows(const mm_cpu_plan* p, const int32_t* ak, int64_t as, const int32_t* bk, int n,
                                   const uint8_t E8[MR][W], const uint32_t* bsign, int64_t kb, __m256i c[MR][NV],
-                                  const int32_t* pf, int npf, const int R) {
+                                  const int R) {
     const int32_t m_field = 23 - MM_CPU_A_BIAS - p->frac; /* M's exponent field - F */
     const __m256i v_madd = _mm256_set1_epi32((int32_t)(((uint32_t)m_field << 23) | 0x400000u));
     const __m256i v_sadd = _mm256_set1_epi32((int32_t)((uint32_t)(254 + p->frac) << 23)); /* 2^(frac - E) */
@@ -263,9 +263,7 @@ MM_AVX2_INLINE void rz_block_rows(const mm_cpu_plan* p, const int32_t* ak, int64
             Mb[r][v] = _mm256_add_epi32(m, v_bias);
         }
     }
-    /* the next block's A lines, all before the loop (one per k step inside it cost scalar work
-     * per step beside the FMAs; the same speed here) */
-    for (int i = 0; i < npf; i++) mm_cpu_prefetch_a_line(pf, as, R, i);
+    /* A's words are left to the hardware prefetcher, as in the AVX-512 kernel */
     for (int k = 0; k < n; k++) {
         const int32_t* rec = bk + (int64_t)k * STRIDE;
         _mm_prefetch((const char*)(const void*)(rec + n * STRIDE), _MM_HINT_T0); /* the next pass 1's */

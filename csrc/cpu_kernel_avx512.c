@@ -389,16 +389,15 @@ MM_AVX512_INLINE void compose_block(const mm_cpu_plan* p, const int32_t* ak, int
 /* One block of the narrow FMA form (file comment) on the group's first R rows (MR, or the live
  * rows of a tile's last group): the block result of C = c into c. E8: the products' block
  * maxima (pass 1, at least MM_CPU_E_FLOOR); bsign, kb: the panel's sign groups and the block's
- * first k (the count of negative products, taken in the composition); pf, npf: the next block's
- * A words and the number of their lines (mm_cpu_prefetch_a_line) to fetch. E (the block maximum with C's exponent) lies in [-90, 127] and frac is at most
- * MM_CPU_RZ_FRAC_MAX, so M = 1.5 * 2^(23 + E - frac - MM_CPU_A_BIAS) and T are normal and
+ * first k (the count of negative products, taken in the composition). E (the block maximum
+ * with C's exponent) lies in [-90, 127] and frac is at most MM_CPU_RZ_FRAC_MAX, so M = 1.5 * 2^(23 + E - frac - MM_CPU_A_BIAS) and T are normal and
  * finite; the constants below are those expressions with E's part added in the loops.
  * The setup and the composition are unrolled in full (GCC's pragma): rolled, gcc kept their
  * sums on the stack; unrolled, whole GEMMs ran 1.03x to 1.10x faster than with the rolled form
  * before (same-minutes medians, ada's 16-k blocks the most; benchmarks/results/cpu.md). */
 MM_AVX512_INLINE void rz_block_rows(const mm_cpu_plan* p, const int32_t* ak, int64_t as, const int32_t* bk, int n,
                                    const uint8_t E8[MR][W], const uint32_t* bsign, int64_t kb, __m512i c[MR][NV],
-                                   const int32_t* pf, int npf, const int R) {
+                                   const int R) {
     /* In the setup, F = E + 127 (C's exponent field where C sets E), so the constants below
      * take E's 127 in. */
     const int32_t m_field = 23 - MM_CPU_A_BIAS - p->frac; /* M's exponent field - F */
@@ -438,11 +437,15 @@ MM_AVX512_INLINE void rz_block_rows(const mm_cpu_plan* p, const int32_t* ak, int
             T[r][v] = _mm512_castsi512_ps(_mm512_add_epi32(mb, cterm));
         }
     }
-    for (int i = n; i < npf; i++) mm_cpu_prefetch_a_line(pf, as, R, i); /* more lines than k steps */
+    /* A's words are left to the hardware prefetcher: a line of the next block fetched per k
+     * step here cost more in scalar address work beside the FMAs than it saved (whole GEMMs
+     * without it: hopper 1.03x to 1.06x, ada 1.00x to 1.03x; benchmarks/results/cpu.md). The
+     * loop unrolled by two halves its address and loop instructions, which share the FMAs'
+     * ports (hopper 1.02x to 1.03x, ada 1.01x to 1.02x). */
+#pragma GCC unroll 2
     for (int64_t k = 0; k < n; k++) {
         const int32_t* rec = bk + k * STRIDE;
         _mm_prefetch((const char*)(const void*)(rec + n * STRIDE), _MM_HINT_T0); /* the next pass 1's */
-        if (k < npf) mm_cpu_prefetch_a_line(pf, as, R, (int)k);
         const mm_cpu_f32* vb = mm_cpu_cvalues(rec + MM_CPU_PANEL_V(W));
         __m512 bv[NV];
         for (int v = 0; v < NV; v++) bv[v] = _mm512_loadu_ps(vb + v * VL);
@@ -516,7 +519,7 @@ MM_AVX512_INLINE void chain_rows(const mm_cpu_plan* p, const mm_cpu_operands* o,
         const int32_t* bk = b + kb * STRIDE;
         /* A's rows come from L3 or memory (each is read once per panel) in four streams the
          * hardware prefetcher lags on: this form fetches the block after next from pass 1 (the
-         * FMA form, chain_rz, the next block from its FMA loop). */
+         * FMA form, chain_rz, leaves its tile's rows to the hardware: rz_block_rows). */
         uint8_t E8[MR][W];
         const int npf = kb + 2 * p->block < k1 ? R * mm_cpu_a_lines(p->block) : 0;
         const int32_t* pf = ak + MM_CPU_A_WORDS * 2 * p->block;

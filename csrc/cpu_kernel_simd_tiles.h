@@ -18,39 +18,34 @@
  * sums in registers. */
 MM_SIMD __attribute__((noinline)) static void rz_block(const mm_cpu_plan* p, const int32_t* ak, int64_t as,
                                                       const int32_t* bk, int n, const uint8_t E8[MR][W],
-                                                      const uint32_t* bsign, int64_t kb, mm_vi c[MR][NV],
-                                                      const int32_t* pf, int npf) {
-    rz_block_rows(p, ak, as, bk, n, E8, bsign, kb, c, pf, npf, MR);
+                                                      const uint32_t* bsign, int64_t kb, mm_vi c[MR][NV]) {
+    rz_block_rows(p, ak, as, bk, n, E8, bsign, kb, c, MR);
 }
 MM_SIMD __attribute__((noinline)) static void rz_block_1(const mm_cpu_plan* p, const int32_t* ak, int64_t as,
                                                         const int32_t* bk, int n, const uint8_t E8[MR][W],
-                                                        const uint32_t* bsign, int64_t kb, mm_vi c[MR][NV],
-                                                        const int32_t* pf, int npf) {
-    rz_block_rows(p, ak, as, bk, n, E8, bsign, kb, c, pf, npf, 1);
+                                                        const uint32_t* bsign, int64_t kb, mm_vi c[MR][NV]) {
+    rz_block_rows(p, ak, as, bk, n, E8, bsign, kb, c, 1);
 }
 MM_SIMD __attribute__((noinline)) static void rz_block_2(const mm_cpu_plan* p, const int32_t* ak, int64_t as,
                                                         const int32_t* bk, int n, const uint8_t E8[MR][W],
-                                                        const uint32_t* bsign, int64_t kb, mm_vi c[MR][NV],
-                                                        const int32_t* pf, int npf) {
-    rz_block_rows(p, ak, as, bk, n, E8, bsign, kb, c, pf, npf, 2);
+                                                        const uint32_t* bsign, int64_t kb, mm_vi c[MR][NV]) {
+    rz_block_rows(p, ak, as, bk, n, E8, bsign, kb, c, 2);
 }
 
 /* One block of the FMA form for a group of the tile: pass 1 and the sums on its live rows, the
- * group's MR or, in a tile's last group, 1 or 2 (rows past them are padding: left as they are).
- * pf, nn: the next block's A words and its length, for the prefetch. */
+ * group's MR or, in a tile's last group, 1 or 2 (rows past them are padding: left as they are). */
 MM_SIMD_INLINE void rz_group(const mm_cpu_plan* p, const int32_t* ak, int64_t as, const int32_t* bk, int n,
-                             const uint32_t* bsign, int64_t kb, mm_vi c[MR][NV], const int32_t* pf, int nn,
-                             int live) {
+                             const uint32_t* bsign, int64_t kb, mm_vi c[MR][NV], int live) {
     uint8_t E8[MR][W];
     if (live == 1) {
         pass1_rows(ak, as, bk, n, E8, ak, 0, 1);
-        rz_block_1(p, ak, as, bk, n, E8, bsign, kb, c, pf, mm_cpu_a_lines(nn));
+        rz_block_1(p, ak, as, bk, n, E8, bsign, kb, c);
     } else if (live == 2) {
         pass1_rows(ak, as, bk, n, E8, ak, 0, 2);
-        rz_block_2(p, ak, as, bk, n, E8, bsign, kb, c, pf, 2 * mm_cpu_a_lines(nn));
+        rz_block_2(p, ak, as, bk, n, E8, bsign, kb, c);
     } else {
         pass1_rows(ak, as, bk, n, E8, ak, 0, MR);
-        rz_block(p, ak, as, bk, n, E8, bsign, kb, c, pf, MR * mm_cpu_a_lines(nn));
+        rz_block(p, ak, as, bk, n, E8, bsign, kb, c);
     }
 }
 
@@ -63,11 +58,10 @@ MM_SIMD_INLINE void chain_rz(const mm_cpu_plan* p, const mm_cpu_operands* o, int
     MM_RZ_ENTER();
     for (int64_t kb = k0; kb < k1; kb += p->block) {
         const int n = (int)(k1 - kb < p->block ? k1 - kb : p->block);
-        const int nn = kb + n < k1 ? (int)(k1 - kb - n < p->block ? k1 - kb - n : p->block) : 0;
         const int32_t* bk = o->b + kb * STRIDE;
         for (int i = 0; i < o->rows; i += MR) {
             const int32_t* ak = o->a + i * as + MM_CPU_A_WORDS * kb;
-            rz_group(p, ak, as, bk, n, o->bsign, kb, c + i, ak + MM_CPU_A_WORDS * n, nn, o->live - i);
+            rz_group(p, ak, as, bk, n, o->bsign, kb, c + i, o->live - i);
         }
     }
     MM_RZ_LEAVE();
