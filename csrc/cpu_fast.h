@@ -42,16 +42,17 @@
 #define MM_CPU_ZERO_C_EXP (-40000)
 /* E is raised to at least this before s = 2^(frac - E) is formed, so s stays a normal fp32.
  * Only a block with no non-zero product and C = 0 is raised (real product exponents are
- * >= -28, and a non-zero C, an earlier block result, is >= 2^(-28 - frac) >= 2^-58); its
- * sum is 0 whatever E is. */
-#define MM_CPU_E_FLOOR (-90)
+ * >= -28, and a non-zero C, an earlier block result, is >= 2^(-28 - frac) >= 2^-49); its
+ * sum is 0 whatever E is. High enough that the FMA form's grids, E - frac >= -85, keep its
+ * scaled block results normal (MM_CPU_RZ_C_SCALED). */
+#define MM_CPU_E_FLOOR (-64)
 
 /* The exponent bytes the AVX-512 kernel reads (mm_cpu_kernel.e_code = MM_CPU_E_CODED): e +
  * MM_CPU_E_CODE_OFFSET for a non-zero value (E4M3 and E5M2 alignment exponents lie in [-16, 15],
  * so the code is in [94, 125]), 0 for a zero. Two codes add without a carry out of their byte
  * (at most 250), so its first pass is a 32-bit add with A's word as the broadcast operand and an
  * unsigned byte maximum (no saturating add, which is slow on Zen 4): a real product's sum is at
- * least 188, above the floor's code MM_CPU_E_FLOOR + 2 * offset = 130, which is above every sum
+ * least 188, above the floor's code MM_CPU_E_FLOOR + 2 * offset = 156, which is above every sum
  * with a zero factor (at most 125). The other kernels read e itself (MM_CPU_E_SIGNED). */
 #define MM_CPU_E_CODE_OFFSET 110
 enum { MM_CPU_E_SIGNED = 0, MM_CPU_E_CODED = 1 };
@@ -161,6 +162,7 @@ static inline void mm_cpu_a_signs(const int32_t* rec, int n, uint32_t* pos, uint
  * other: truncating at the finer cut first changes nothing at the coarser one. */
 #define MM_CPU_RZ_KEEP_LATE(frac, keep) ((frac) < (keep))
 
+
 /* What the block arithmetic needs, precomputed once per GEMM. */
 typedef struct {
     int64_t K;
@@ -242,6 +244,17 @@ static inline int mm_cpu_byte_pos(int c, int w, int order) {
 #define MM_CPU_A_BIAS 32
 #define MM_CPU_PROD_EXP_MIN (-32)
 #define MM_CPU_PROD_EXP_MAX 32
+
+/* Inside a chain of the FMA form, C is carried as C * 2^-MM_CPU_A_BIAS: the block result in the
+ * units of the block's sums T (cpu_kernel_avx512.c), so it is (T + n) - M, one exact subtraction,
+ * where the true result took an FMA by 2^MM_CPU_A_BIAS; the next block's setup reads the scaled
+ * C with its constants moved by MM_CPU_A_BIAS (exponent field and C's term alike). chain_rz
+ * scales C on entry and back at the chain's end, both exact: a non-zero C is at least 2^-49 and
+ * below 2^128, and a block's result is S * 2^(grid - MM_CPU_A_BIAS) with grid >=
+ * MM_CPU_E_FLOOR - MM_CPU_RZ_FRAC_MAX, a normal fp32. The value: the exponent C is scaled by. */
+#define MM_CPU_RZ_C_SCALED (-MM_CPU_A_BIAS)
+_Static_assert(MM_CPU_E_FLOOR - MM_CPU_RZ_FRAC_MAX - MM_CPU_A_BIAS >= -126,
+               "the FMA form's scaled block results are normal fp32 values");
 
 /* The kernels of the SIMD paths. tile needs every block sum |S| < 2^24 (int32 sums, (float)S
  * exact); tile_split needs the sum of each half block below 2^31. The driver checks which

@@ -40,6 +40,11 @@ enum { TR = 5 * MR };
  * are 1 or 2 (cpu_kernel_simd_tiles.h, rz_group): 1.28x at M = 1 and 1.22x at M = 4 (N x K =
  * 5760 x 1920, same-minutes medians, benchmarks/results/cpu.md). */
 
+/* The bits of x's fp32 values times 2^e (exact where they stay normal: the scaled C of
+ * cpu_fast.h's MM_CPU_RZ_C_SCALED). */
+#define MM_VI_MUL_POW2(x, e) \
+    _mm256_castps_si256(_mm256_mul_ps(_mm256_castsi256_ps(x), _mm256_castsi256_ps(_mm256_set1_epi32((127 + (e)) << 23))))
+
 /* ---- MXCSR's rounding control (the FMA form) ---- */
 
 /* Read and write MXCSR. The memory clobber keeps loads and stores, and so the FMA form's
@@ -222,27 +227,31 @@ MM_AVX2_INLINE __m256i negatives(__m256i ap, __m256i an, __m256i bp, __m256i bn)
 
 /* One block of the narrow FMA form on the group's first R rows (MR, or the live rows of a
  * tile's last group), with MXCSR rounding toward zero (chain_rz): the block result of C = c into
- * c. The arithmetic, its bounds and the arguments are the AVX-512 kernel's rz_block_rows
- * (cpu_kernel_avx512.c); here F (E + 127) is formed per vector in the exponent field's position,
- * and the FMAs round by MXCSR. */
+ * c, C scaled by 2^-MM_CPU_A_BIAS (cpu_fast.h, MM_CPU_RZ_C_SCALED). The arithmetic, its bounds
+ * and the arguments are the AVX-512 kernel's rz_block_rows (cpu_kernel_avx512.c); here F
+ * (E + 127 - MM_CPU_A_BIAS) is formed per vector in the exponent field's position, and the FMAs
+ * round by MXCSR. */
 MM_AVX2_INLINE void rz_block_rows(const mm_cpu_plan* p, const int32_t* ak, int64_t as, const int32_t* bk, int n,
                                   const uint8_t E8[MR][W], const uint32_t* bsign, int64_t kb, __m256i c[MR][NV],
                                   const int R) {
-    const int32_t m_field = 23 - MM_CPU_A_BIAS - p->frac; /* M's exponent field - F */
+    const int32_t m_field = 23 - p->frac; /* M's exponent field - F */
     const __m256i v_madd = _mm256_set1_epi32((int32_t)(((uint32_t)m_field << 23) | 0x400000u));
-    const __m256i v_sadd = _mm256_set1_epi32((int32_t)((uint32_t)(254 + p->frac) << 23)); /* 2^(frac - E) */
-    const __m256i v_eoff = _mm256_set1_epi8((char)(127 - 2 * MM_CPU_E_CODE_OFFSET)); /* pass 1's code -> F */
+    /* 2^(frac - E + MM_CPU_A_BIAS), which takes the scaled C to C * 2^(frac - E) */
+    const __m256i v_sadd = _mm256_set1_epi32((int32_t)((uint32_t)(254 + p->frac) << 23));
+    /* pass 1's code -> F */
+    const __m256i v_eoff = _mm256_set1_epi8((char)(127 - MM_CPU_A_BIAS - 2 * MM_CPU_E_CODE_OFFSET));
     const __m256i v_field = _mm256_set1_epi32(0x7F800000);
     __m256 T[MR][NV];
-    /* M * 2^MM_CPU_A_BIAS for the composition, kept in memory through the loop */
-    __m256i Mb[MR][NV];
-    const __m256i v_bias = _mm256_set1_epi32(MM_CPU_A_BIAS << 23);
+    /* M for the composition, kept in memory through the loop */
+    __m256i Mv[MR][NV];
     /* The largest F over the tile (field position), checked once after the loop, as in the
      * AVX-512 kernel (compose_fix takes the lanes out of the composition's exact range). */
-    _Static_assert(MM_CPU_GRID_MAX_NARROW + MM_CPU_RZ_FRAC_MAX + 127 <= 255 && MM_CPU_GRID_MIN + 127 >= 0,
-                   "F fits its exponent field");
+    _Static_assert(MM_CPU_GRID_MAX_NARROW + MM_CPU_RZ_FRAC_MAX + 127 - MM_CPU_A_BIAS <= 255 &&
+                       MM_CPU_E_FLOOR + 127 - MM_CPU_A_BIAS >= 1,
+                   "F fits its exponent field, above a zero C's");
     __m256i f_max = _mm256_setzero_si256();
 #if MM_CPU_GRID_MIN + MM_CPU_RZ_FRAC_MAX >= MM_CPU_E_FLOOR
+    _Static_assert(MM_CPU_GRID_MIN + 127 - MM_CPU_A_BIAS >= 0, "F's lower range check fits its field");
     __m256i f_min = v_field;
 #endif
 #pragma GCC unroll 4
@@ -250,7 +259,7 @@ MM_AVX2_INLINE void rz_block_rows(const mm_cpu_plan* p, const int32_t* ak, int64
         const __m256i f8 = _mm256_add_epi8(_mm256_loadu_si256((const __m256i*)(const void*)E8[r]), v_eoff);
 #pragma GCC unroll 4
         for (int v = 0; v < NV; v++) {
-            /* F = max(the products' E, C's exponent) + 127, in the exponent field */
+            /* F = max(the products' E, C's exponent) + 127 - MM_CPU_A_BIAS, in the exponent field */
             const __m256i f23 = _mm256_max_epi32(word_byte_field(f8, v), _mm256_and_si256(c[r][v], v_field));
             f_max = _mm256_max_epi32(f_max, f23);
 #if MM_CPU_GRID_MIN + MM_CPU_RZ_FRAC_MAX >= MM_CPU_E_FLOOR
@@ -260,7 +269,7 @@ MM_AVX2_INLINE void rz_block_rows(const mm_cpu_plan* p, const int32_t* ak, int64
             const __m256i cterm = _mm256_cvttps_epi32(_mm256_mul_ps(_mm256_castsi256_ps(c[r][v]), s));
             const __m256i m = _mm256_add_epi32(f23, v_madd);
             T[r][v] = _mm256_castsi256_ps(_mm256_add_epi32(m, cterm));
-            Mb[r][v] = _mm256_add_epi32(m, v_bias);
+            Mv[r][v] = m;
         }
     }
     /* A's words are left to the hardware prefetcher, as in the AVX-512 kernel */
@@ -278,18 +287,17 @@ MM_AVX2_INLINE void rz_block_rows(const mm_cpu_plan* p, const int32_t* ak, int64
             for (int v = 0; v < NV; v++) T[r][v] = _mm256_fmadd_ps(av, bv[v], T[r][v]);
         }
     }
-    /* The block result (cpu_kernel_avx512.c's composition): T + n, minus M, times 2^A_BIAS in
-     * one exact FMA (its keep bits at the chain's end, chain_rz); M * 2^A_BIAS from the setup
-     * rather than from T's bits (an add there for an and and an add here: 1.02x in cache). */
-    const __m256 v_unbias = _mm256_castsi256_ps(_mm256_set1_epi32((127 + MM_CPU_A_BIAS) << 23));
+    /* The block result (cpu_kernel_avx512.c's composition): T + n minus M, one exact
+     * subtraction (the result scaled, its keep bits at the chain's end, chain_rz); M from the
+     * setup rather than from T's bits. */
     /* vector by vector, the rows inside: 16 registers hold a vector's B words, the rows' A
      * words and the constants, where the rows outside kept all of B's words and spilled */
 #define MM_COMPOSE(r, v, negs)                                                                   \
     do {                                                                                         \
         const __m256i tb = _mm256_add_epi32(_mm256_castps_si256(T[r][v]), negs);                \
         T[r][v] = _mm256_castsi256_ps(tb);                                                       \
-        c[r][v] = _mm256_castps_si256(_mm256_fmsub_ps(_mm256_castsi256_ps(tb), v_unbias,         \
-                                                      _mm256_castsi256_ps(Mb[r][v])));           \
+        c[r][v] = _mm256_castps_si256(_mm256_sub_ps(_mm256_castsi256_ps(tb),                    \
+                                                    _mm256_castsi256_ps(Mv[r][v])));             \
     } while (0)
     if (p->sign_paired && kb % 16 == 0) {
         /* a 16-k block on a half of its group (cpu_kernel_avx512.c): the row's sign window,
@@ -321,10 +329,11 @@ MM_AVX2_INLINE void rz_block_rows(const mm_cpu_plan* p, const int32_t* ak, int64
         }
     }
 #undef MM_COMPOSE
-    __m256i out_of_range = _mm256_cmpgt_epi32(f_max, _mm256_set1_epi32((MM_CPU_GRID_MAX_NARROW + p->frac + 127) << 23));
+    __m256i out_of_range =
+        _mm256_cmpgt_epi32(f_max, _mm256_set1_epi32((MM_CPU_GRID_MAX_NARROW + p->frac + 127 - MM_CPU_A_BIAS) << 23));
 #if MM_CPU_GRID_MIN + MM_CPU_RZ_FRAC_MAX >= MM_CPU_E_FLOOR
-    out_of_range = _mm256_or_si256(out_of_range,
-                                   _mm256_cmpgt_epi32(_mm256_set1_epi32((MM_CPU_GRID_MIN + p->frac + 127) << 23), f_min));
+    out_of_range = _mm256_or_si256(
+        out_of_range, _mm256_cmpgt_epi32(_mm256_set1_epi32((MM_CPU_GRID_MIN + p->frac + 127 - MM_CPU_A_BIAS) << 23), f_min));
 #endif
     if (!_mm256_testz_si256(out_of_range, out_of_range)) {
         /* those lanes composed exactly from the integer sums (T holds n now) */
@@ -342,7 +351,12 @@ MM_AVX2_INLINE void rz_block_rows(const mm_cpu_plan* p, const int32_t* ak, int64
                 S[r][v] = _mm256_sub_epi32(_mm256_and_si256(tb, v_fbits), v_half);
                 zero[r][v] = _mm256_setzero_si256();
             }
+        /* on true results: the chain's scaled C taken out of its scale and put back, exactly */
+        for (int r = 0; r < MR; r++)
+            for (int v = 0; v < NV; v++) c[r][v] = MM_VI_MUL_POW2(c[r][v], -MM_CPU_RZ_C_SCALED);
         compose_fix(c, S, zero, G, MM_CPU_GRID_MAX_NARROW, p);
+        for (int r = 0; r < MR; r++)
+            for (int v = 0; v < NV; v++) c[r][v] = MM_VI_MUL_POW2(c[r][v], MM_CPU_RZ_C_SCALED);
     }
 }
 

@@ -18,7 +18,9 @@
  *       block from sign words (one bit per k: popcount((A+ & B-) | (A- & B+)), negatives; for
  *       16-k blocks one and of A's window with B's paired word, cpu_fast.h mm_cpu_sign_paired).
  * S is then mm_block's exact sum. The block result S * 2^grid is formed in floating point, an
- * integer add and one FMA, both exact (rz_block), and cut to its keep bits. Per 16 products: one
+ * integer add and one subtraction, both exact (compose_block), as S * 2^(grid - MM_CPU_A_BIAS):
+ * the chain carries C scaled by 2^-MM_CPU_A_BIAS (cpu_fast.h, MM_CPU_RZ_C_SCALED), and cuts it
+ * to its keep bits at its end. Per 16 products: one
  * FMA; per 16 outputs and block: an and, a ternary logic op and a popcount (16-k blocks: an and
  * and a popcount), where the multiply
  * form (pass2) takes per 16 products a multiply, an exponent add, a conversion and an add.
@@ -91,6 +93,9 @@ static inline __m512i mm_emu_cvtepu8_epi32(__m128i x) {
 #define _mm512_fmsub_round_ps(a, b, c, rounding) \
     mm_emu_fmadd_round(a, b, _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(c), _mm512_set1_epi32(INT32_MIN))), rounding)
 #define _mm512_cvtepi32_epi8 mm_emu_cvtepi32_epi8
+/* The composition's subtraction is exact: its rounding names only the sign of a zero result,
+ * +0 to nearest, which the tests run in. */
+#define _mm512_sub_round_ps(a, b, rounding) _mm512_sub_ps(a, b)
 #ifndef _MM_FROUND_NO_EXC
 #define _MM_FROUND_NO_EXC SIMDE_MM_FROUND_NO_EXC
 #endif
@@ -117,6 +122,11 @@ static inline __m512i mm_emu_cvtepu8_epi32(__m128i x) {
  * per k: 0.87x to 0.91x of the time per product in a stand-alone loop of the block's operations
  * on Zen 4, benchmarks/results/cpu.md). */
 enum { MR = 4, NV = 4, VL = 16, W = NV * VL, STRIDE = MM_CPU_PANEL_STRIDE(W) };
+
+/* The bits of x's fp32 values times 2^e (exact where they stay normal: the scaled C of
+ * cpu_fast.h's MM_CPU_RZ_C_SCALED). */
+#define MM_VI_MUL_POW2(x, e) \
+    _mm512_castps_si512(_mm512_mul_ps(_mm512_castsi512_ps(x), _mm512_castsi512_ps(_mm512_set1_epi32((127 + (e)) << 23))))
 /* A tile: up to TR rows, in groups of MR that the FMA form runs block by block in turn
  * (chain_rz): 1.02x to 1.11x against one group at a time on 512 x 5760 x 1920, 2048^3 and
  * 4096 x 5760 x 1920 with 2 threads, 0.99x to 1.02x on one (same-minutes medians on the Intel
@@ -208,8 +218,9 @@ MM_AVX512_INLINE void fix_lanes(__m512i c[MR][NV], __m512i S[MR][NV], __m512i (*
 
 /* The exponent C brings to the block maximum, 16 lanes: its exponent field (c_field) - 127.
  * C is +-0 (field 0: -127, below MM_CPU_E_FLOOR, so it raises nothing, as mm_cpu_c_exponent's
- * value for it) or an earlier block result, at least 2^(-28 - frac) >= 2^-58 (cpu_fast.h):
- * never subnormal, so the field is its exponent. */
+ * value for it) or an earlier block result, at least 2^(-28 - frac) >= 2^-49 (cpu_fast.h):
+ * never subnormal, so the field is its exponent (in the FMA form, of C scaled by 2^-32:
+ * MM_CPU_RZ_C_SCALED). */
 MM_AVX512_INLINE __m512i c_field(__m512i cb) {
     return _mm512_and_si512(_mm512_srli_epi32(cb, 23), _mm512_set1_epi32(0xFF));
 }
@@ -333,26 +344,28 @@ MM_AVX512_INLINE __m512i negatives(__m512i ap, __m512i an, __m512i bp, __m512i b
 /* The composition of a block of the narrow FMA form (rz_block_rows): the block result of C into
  * c from its rows' sums T. T - M = (S - n) units of 2^(grid - MM_CPU_A_BIAS), n the negative
  * products, so T + n (T's bits plus n: M + S stays in T's binade, as |S| < 2^22 units) minus M
- * is S units, and (T + n) * 2^MM_CPU_A_BIAS - M * 2^MM_CPU_A_BIAS = S * 2^grid: one FMA whose
- * exact result is representable while the grid is in range; rounded to nearest (named here,
- * though the backend always runs in it), an exact zero is +0, as mm_cpu_compose gives. M (1.5
- * times T's power of two) comes from T's bits rather than kept through the loop. Its keep bits
- * are taken at the chain's end (chain_rz; the next block reads the same from all of them:
- * cpu_fast.h, MM_CPU_RZ_KEEP_LATE). keep_t: T is left holding T + n (for compose_fix), else
- * as it was: the usual call stores no T (16 stores per block and group fewer). */
+ * is S units: S * 2^(grid - MM_CPU_A_BIAS), the block result as the chain carries it (cpu_fast.h,
+ * MM_CPU_RZ_C_SCALED), one exact subtraction (both in one binade); rounded to nearest (named
+ * here, though the backend always runs in it), an exact zero is +0, as mm_cpu_compose gives. M
+ * (1.5 times T's power of two) comes from T's bits, one ternary op, rather than kept through the
+ * loop. (The true result, an FMA with 2^MM_CPU_A_BIAS after an and and an add for M, took one
+ * operation more per 16 outputs: ada 1.02x to 1.03x, hopper 1.00x to 1.01x without it.)
+ * Its keep bits are taken at the chain's end (chain_rz; the next block reads the same from all
+ * of them: cpu_fast.h, MM_CPU_RZ_KEEP_LATE). keep_t: T is left holding T + n (for
+ * compose_fix), else as it was: the usual call stores no T (16 stores per block and group
+ * fewer). */
 MM_AVX512_INLINE void compose_block(const mm_cpu_plan* p, const int32_t* ak, int64_t as, const uint32_t* bsign,
                                     int64_t kb, int n, __m512 T[MR][NV], __m512i c[MR][NV], const int R,
                                     const int keep_t) {
-    const __m512 v_unbias = _mm512_castsi512_ps(_mm512_set1_epi32((127 + MM_CPU_A_BIAS) << 23));
-    const __m512i v_expo = _mm512_set1_epi32((int32_t)0xFF800000u);
-    const __m512i v_mb = _mm512_set1_epi32((int32_t)(((uint32_t)MM_CPU_A_BIAS << 23) | 0x400000u));
-#define MM_COMPOSE(r, v, negs)                                                                              \
-    do {                                                                                                    \
-        const __m512i tb = _mm512_add_epi32(_mm512_castps_si512(T[r][v]), negs);                           \
-        if (keep_t) T[r][v] = _mm512_castsi512_ps(tb);                                                      \
-        const __m512 mb = _mm512_castsi512_ps(_mm512_add_epi32(_mm512_and_si512(tb, v_expo), v_mb));        \
-        c[r][v] = _mm512_castps_si512(_mm512_fmsub_round_ps(_mm512_castsi512_ps(tb), v_unbias, mb,          \
-                                                            _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)); \
+    enum { AND_OR = 0xEA }; /* (x & m) | y */
+    const __m512i v_expo = _mm512_set1_epi32((int32_t)0xFF800000u), v_half = _mm512_set1_epi32(0x400000);
+#define MM_COMPOSE(r, v, negs)                                                                         \
+    do {                                                                                               \
+        const __m512i tb = _mm512_add_epi32(_mm512_castps_si512(T[r][v]), negs);                      \
+        if (keep_t) T[r][v] = _mm512_castsi512_ps(tb);                                                 \
+        const __m512 m = _mm512_castsi512_ps(_mm512_ternarylogic_epi32(tb, v_expo, v_half, AND_OR));  \
+        c[r][v] = _mm512_castps_si512(_mm512_sub_round_ps(_mm512_castsi512_ps(tb), m,                  \
+                                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)); \
     } while (0)
     if (p->sign_paired && kb % 16 == 0) {
         /* a 16-k block on a half of its group: the row's sign window and'ed with the half's
@@ -389,8 +402,9 @@ MM_AVX512_INLINE void compose_block(const mm_cpu_plan* p, const int32_t* ak, int
 /* One block of the narrow FMA form (file comment) on the group's first R rows (MR, or the live
  * rows of a tile's last group): the block result of C = c into c. E8: the products' block
  * maxima (pass 1, at least MM_CPU_E_FLOOR); bsign, kb: the panel's sign groups and the block's
- * first k (the count of negative products, taken in the composition). E (the block maximum
- * with C's exponent) lies in [-90, 127] and frac is at most MM_CPU_RZ_FRAC_MAX, so M = 1.5 * 2^(23 + E - frac - MM_CPU_A_BIAS) and T are normal and
+ * first k (the count of negative products, taken in the composition); c: C scaled by
+ * 2^-MM_CPU_A_BIAS (MM_CPU_RZ_C_SCALED). E (the block maximum
+ * with C's exponent) lies in [-64, 127] and frac is at most MM_CPU_RZ_FRAC_MAX, so M = 1.5 * 2^(23 + E - frac - MM_CPU_A_BIAS) and T are normal and
  * finite; the constants below are those expressions with E's part added in the loops.
  * The setup and the composition are unrolled in full (GCC's pragma): rolled, gcc kept their
  * sums on the stack; unrolled, whole GEMMs ran 1.03x to 1.10x faster than with the rolled form
@@ -398,36 +412,42 @@ MM_AVX512_INLINE void compose_block(const mm_cpu_plan* p, const int32_t* ak, int
 MM_AVX512_INLINE void rz_block_rows(const mm_cpu_plan* p, const int32_t* ak, int64_t as, const int32_t* bk, int n,
                                    const uint8_t E8[MR][W], const uint32_t* bsign, int64_t kb, __m512i c[MR][NV],
                                    const int R) {
-    /* In the setup, F = E + 127 (C's exponent field where C sets E), so the constants below
-     * take E's 127 in. */
-    const int32_t m_field = 23 - MM_CPU_A_BIAS - p->frac; /* M's exponent field - F */
+    /* In the setup, F = E + 127 - MM_CPU_A_BIAS (the scaled C's exponent field where C sets E),
+     * so the constants below take E's 127 and the bias in. */
+    const int32_t m_field = 23 - p->frac; /* M's exponent field - F */
     const __m512i v_m8 = _mm512_set1_epi8((char)m_field);
     const __m512i v_half = _mm512_set1_epi32(0x400000);
-    /* 2^(frac - E) = (254 + frac - F) << 23, taken from M's bits ((F + m_field) << 23 | half) */
+    /* C's term takes 2^(frac - E + MM_CPU_A_BIAS) = (254 + frac - F) << 23, the scaled C times
+     * it being C * 2^(frac - E): taken from M's bits ((F + m_field) << 23 | half) */
     const __m512i v_sadd = _mm512_set1_epi32((int32_t)(((uint32_t)(254 + p->frac + m_field) << 23) | 0x400000u));
-    const __m512i v_eoff = _mm512_set1_epi8((char)(127 - 2 * MM_CPU_E_CODE_OFFSET)); /* pass 1's code -> F */
+    /* pass 1's code -> F */
+    const __m512i v_eoff = _mm512_set1_epi8((char)(127 - MM_CPU_A_BIAS - 2 * MM_CPU_E_CODE_OFFSET));
     __m512 T[MR][NV];
     /* The largest F over the tile, checked once after the loop: a lane above the range the
      * composition below is exact in sends the tile to compose_fix, which checks each lane. (E is
      * at least MM_CPU_E_FLOOR, above that range's lower end unless a test build narrows it.) */
-    _Static_assert(MM_CPU_GRID_MAX_NARROW + MM_CPU_RZ_FRAC_MAX + 127 <= 255 && MM_CPU_GRID_MIN + 127 >= 0,
-                   "the range checks of F compare bytes");
+    _Static_assert(MM_CPU_GRID_MAX_NARROW + MM_CPU_RZ_FRAC_MAX + 127 - MM_CPU_A_BIAS <= 255,
+                   "the range check of F compares bytes");
+    _Static_assert(MM_CPU_E_FLOOR + 127 - MM_CPU_A_BIAS >= 1,
+                   "F is a byte above a zero C's exponent field, 0");
     _Static_assert(MM_CPU_E_FLOOR + 127 + 23 - MM_CPU_A_BIAS - MM_CPU_RZ_FRAC_MAX >= 1,
                    "M's exponent field, F + m_field, is a byte of at least 1");
     __m512i f_max = _mm512_setzero_si512();
 #if MM_CPU_GRID_MIN + MM_CPU_RZ_FRAC_MAX >= MM_CPU_E_FLOOR
+    _Static_assert(MM_CPU_GRID_MIN + 127 - MM_CPU_A_BIAS >= 0, "the range check of F compares bytes");
     __m512i f_min = _mm512_set1_epi8((char)0xFF);
 #endif
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++) {
-        /* F = max(the products' E, C's exponent) + 127, four vectors' lanes in one byte vector */
+        /* F = max(the products' E, C's exponent) + 127 - MM_CPU_A_BIAS, four vectors' lanes in
+         * one byte vector */
         const __m512i f8 = _mm512_max_epu8(_mm512_add_epi8(_mm512_loadu_si512((const void*)E8[r]), v_eoff),
                                            fields_u8(c[r]));
         f_max = _mm512_max_epu8(f_max, f8);
 #if MM_CPU_GRID_MIN + MM_CPU_RZ_FRAC_MAX >= MM_CPU_E_FLOOR
         f_min = _mm512_min_epu8(f_min, f8);
 #endif
-        /* M's exponent fields, F + m_field in [7, 245] (F >= 37: E >= MM_CPU_E_FLOOR), bytes */
+        /* M's exponent fields, F + m_field in [33, 245] (F >= 31: E >= MM_CPU_E_FLOOR), bytes */
         const __m512i m8 = _mm512_add_epi8(f8, v_m8);
 #pragma GCC unroll 4
         for (int v = 0; v < NV; v++) {
@@ -455,9 +475,10 @@ MM_AVX512_INLINE void rz_block_rows(const mm_cpu_plan* p, const int32_t* ak, int
                 T[r][v] = _mm512_fmadd_round_ps(av, bv[v], T[r][v], _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
         }
     }
-    __mmask64 out_of_range = _mm512_cmpgt_epu8_mask(f_max, _mm512_set1_epi8((char)(MM_CPU_GRID_MAX_NARROW + p->frac + 127)));
+    __mmask64 out_of_range =
+        _mm512_cmpgt_epu8_mask(f_max, _mm512_set1_epi8((char)(MM_CPU_GRID_MAX_NARROW + p->frac + 127 - MM_CPU_A_BIAS)));
 #if MM_CPU_GRID_MIN + MM_CPU_RZ_FRAC_MAX >= MM_CPU_E_FLOOR
-    out_of_range |= _mm512_cmplt_epu8_mask(f_min, _mm512_set1_epi8((char)(MM_CPU_GRID_MIN + p->frac + 127)));
+    out_of_range |= _mm512_cmplt_epu8_mask(f_min, _mm512_set1_epi8((char)(MM_CPU_GRID_MIN + p->frac + 127 - MM_CPU_A_BIAS)));
 #endif
     if (!out_of_range) {
         compose_block(p, ak, as, bsign, kb, n, T, c, R, 0);
@@ -478,7 +499,13 @@ MM_AVX512_INLINE void rz_block_rows(const mm_cpu_plan* p, const int32_t* ak, int
             S[r][v] = _mm512_sub_epi32(_mm512_and_si512(tb, v_fbits), v_half);
             zero[r][v] = _mm512_setzero_si512();
         }
+    /* compose_fix composes true results: the chain's scaled C (MM_CPU_RZ_C_SCALED) is taken out
+     * of its scale and put back, both exact */
+    for (int r = 0; r < MR; r++)
+        for (int v = 0; v < NV; v++) c[r][v] = MM_VI_MUL_POW2(c[r][v], -MM_CPU_RZ_C_SCALED);
     compose_fix(c, S, zero, G, MM_CPU_GRID_MAX_NARROW, p);
+    for (int r = 0; r < MR; r++)
+        for (int v = 0; v < NV; v++) c[r][v] = MM_VI_MUL_POW2(c[r][v], MM_CPU_RZ_C_SCALED);
 }
 
 /* The block result of the split form (cpu_kernel_avx2.c's compose_split, 16 lanes). */

@@ -4,7 +4,8 @@
  *   MR, NV, VL, W = NV * VL, TR, STRIDE: a group's rows and vectors, a tile's most rows;
  *   MM_SIMD, MM_SIMD_INLINE: their target attributes;
  *   mm_vi, mm_vf: the integer and fp32 vector types, and the macros MM_VI_LOAD, MM_VI_STORE,
- *   MM_VI_ZERO, MM_VI_SET1, MM_VI_AND, MM_VF_LOAD, MM_VF_STORE, MM_VF_ZERO, MM_VF_ADD_BITS (a + the fp32 of x's bits);
+ *   MM_VI_ZERO, MM_VI_SET1, MM_VI_AND, MM_VI_MUL_POW2 (the bits of x's fp32 times 2^e), MM_VF_LOAD,
+ *   MM_VF_STORE, MM_VF_ZERO, MM_VF_ADD_BITS (a + the fp32 of x's bits);
  *   MM_RZ_ENTER(), MM_RZ_LEAVE(): what the FMA form needs around it (AVX2: MXCSR's rounding);
  *   pass1_rows (a block's maxima for the first R rows of a group),
  *   rz_block_rows (a block of the FMA form for a group's first R rows) and chain_rows (the
@@ -55,6 +56,9 @@ MM_SIMD_INLINE void rz_group(const mm_cpu_plan* p, const int32_t* ak, int64_t as
 MM_SIMD_INLINE void chain_rz(const mm_cpu_plan* p, const mm_cpu_operands* o, int64_t k0, int64_t k1,
                              mm_vi c[TR][NV]) {
     const int64_t as = o->as;
+    /* C as the chain carries it (cpu_fast.h, MM_CPU_RZ_C_SCALED) */
+    for (int r = 0; r < o->rows; r++)
+        for (int v = 0; v < NV; v++) c[r][v] = MM_VI_MUL_POW2(c[r][v], MM_CPU_RZ_C_SCALED);
     MM_RZ_ENTER();
     for (int64_t kb = k0; kb < k1; kb += p->block) {
         const int n = (int)(k1 - kb < p->block ? k1 - kb : p->block);
@@ -66,10 +70,10 @@ MM_SIMD_INLINE void chain_rz(const mm_cpu_plan* p, const mm_cpu_operands* o, int
     }
     MM_RZ_LEAVE();
     /* the chain's result to its keep bits, which rz_block_rows leaves to here (cpu_fast.h,
-     * MM_CPU_RZ_KEEP_LATE) */
+     * MM_CPU_RZ_KEEP_LATE), and out of its scale */
     const mm_vi keep = MM_VI_SET1((int32_t)p->keep_mask);
     for (int r = 0; r < o->rows; r++)
-        for (int v = 0; v < NV; v++) c[r][v] = MM_VI_AND(c[r][v], keep);
+        for (int v = 0; v < NV; v++) c[r][v] = MM_VI_MUL_POW2(MM_VI_AND(c[r][v], keep), -MM_CPU_RZ_C_SCALED);
 }
 
 /* The chains of the tile's rows over [k0, k1): the FMA form's by chain_rz, the others' row
