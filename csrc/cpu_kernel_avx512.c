@@ -459,7 +459,7 @@ MM_AVX512_INLINE void rz_block_rows(const mm_cpu_plan* p, const int32_t* ak, int
     }
     /* A's words are left to the hardware prefetcher: a line of the next block fetched per k
      * step here cost more in scalar address work beside the FMAs than it saved (whole GEMMs
-     * without it: hopper 1.03x to 1.06x, ada 1.00x to 1.03x; benchmarks/results/cpu.md). The
+     * without it: hopper 1.03x to 1.06x, ada 0.98x to 1.03x; benchmarks/results/cpu.md). The
      * loop unrolled by two halves its address and loop instructions, which share the FMAs'
      * ports (hopper 1.02x to 1.03x, ada 1.01x to 1.02x). */
 #pragma GCC unroll 2
