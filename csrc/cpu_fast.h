@@ -162,7 +162,6 @@ static inline void mm_cpu_a_signs(const int32_t* rec, int n, uint32_t* pos, uint
  * other: truncating at the finer cut first changes nothing at the coarser one. */
 #define MM_CPU_RZ_KEEP_LATE(frac, keep) ((frac) < (keep))
 
-
 /* What the block arithmetic needs, precomputed once per GEMM. */
 typedef struct {
     int64_t K;

@@ -11,8 +11,9 @@
  *   from sign words, as in the AVX-512 kernel. AVX2 has no embedded rounding: the FMA form
  *   runs with MXCSR's rounding control set to toward zero (chain_rz sets it and puts the
  *   caller's back), and every other floating-point operation inside that region is exact
- *   (the products' scaling by a power of two, the block result's FMA, whose exact zero is +0
- *   toward zero as to nearest) or a truncating conversion, so no other bit depends on it.
+ *   (the products' and C's scaling by powers of two, the block result's subtraction, whose
+ *   exact zero is +0 toward zero as to nearest) or a truncating conversion, so no other bit
+ *   depends on it.
  *   The count has no VPOPCNTD: a nibble table (vpshufb) and byte sums.
  *   The split form (b200) and the narrow form outside mm_cpu_plan.rz: per product a multiply,
  *   an exponent add (times 2^-grid, cpu_fast.h, MM_CPU_A_BIAS), a truncating conversion and

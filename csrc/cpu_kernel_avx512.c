@@ -403,12 +403,13 @@ MM_AVX512_INLINE void compose_block(const mm_cpu_plan* p, const int32_t* ak, int
  * rows of a tile's last group): the block result of C = c into c. E8: the products' block
  * maxima (pass 1, at least MM_CPU_E_FLOOR); bsign, kb: the panel's sign groups and the block's
  * first k (the count of negative products, taken in the composition); c: C scaled by
- * 2^-MM_CPU_A_BIAS (MM_CPU_RZ_C_SCALED). E (the block maximum
- * with C's exponent) lies in [-64, 127] and frac is at most MM_CPU_RZ_FRAC_MAX, so M = 1.5 * 2^(23 + E - frac - MM_CPU_A_BIAS) and T are normal and
- * finite; the constants below are those expressions with E's part added in the loops.
- * The setup and the composition are unrolled in full (GCC's pragma): rolled, gcc kept their
- * sums on the stack; unrolled, whole GEMMs ran 1.03x to 1.10x faster than with the rolled form
- * before (same-minutes medians, ada's 16-k blocks the most; benchmarks/results/cpu.md). */
+ * 2^-MM_CPU_A_BIAS (MM_CPU_RZ_C_SCALED). E (the block maximum with C's exponent) lies in
+ * [-64, 127] and frac is at most MM_CPU_RZ_FRAC_MAX, so M = 1.5 * 2^(23 + E - frac -
+ * MM_CPU_A_BIAS) and T are normal and finite; the constants below are those expressions with
+ * E's part added in the loops. The setup and the composition are unrolled in full (GCC's
+ * pragma): rolled, gcc kept their sums on the stack; unrolled, whole GEMMs ran 1.03x to 1.10x
+ * faster than with the rolled form before (same-minutes medians, ada's 16-k blocks the most;
+ * benchmarks/results/cpu.md). */
 MM_AVX512_INLINE void rz_block_rows(const mm_cpu_plan* p, const int32_t* ak, int64_t as, const int32_t* bk, int n,
                                    const uint8_t E8[MR][W], const uint32_t* bsign, int64_t kb, __m512i c[MR][NV],
                                    const int R) {
