@@ -52,10 +52,9 @@ static inline __m256 mm_emu_cvtpd_ps(__m512d x) {
                            _mm256_cvtpd_ps(_mm512_castpd512_pd256(x)));
 }
 /* And the ones of the FMA form, lane by lane: the FMA under the rounding it names (toward zero
- * in the sums, to nearest where the result is exact and only the sign of a zero depends on it):
- * the exact product (two fp32 significands fit a double) plus C, added in double under that
- * rounding, then narrowed under it (rounding twice in one direction is rounding once; the
- * to-nearest uses are exact in double). fmsub is that FMA with -c. */
+ * in the sums): the exact product (two fp32 significands fit a double) plus C, added in double
+ * under that rounding, then narrowed under it (rounding twice in one direction is rounding
+ * once). */
 #include <fenv.h>
 static inline __m512 mm_emu_fmadd_round(__m512 a, __m512 b, __m512 c, int rounding) {
     float x[16], y[16], z[16];
@@ -90,8 +89,6 @@ static inline __m512i mm_emu_cvtepu8_epi32(__m128i x) {
 #define _mm512_cvtepu8_epi32 mm_emu_cvtepu8_epi32
 #define _mm512_cvtpd_ps mm_emu_cvtpd_ps
 #define _mm512_fmadd_round_ps(a, b, c, rounding) mm_emu_fmadd_round(a, b, c, rounding)
-#define _mm512_fmsub_round_ps(a, b, c, rounding) \
-    mm_emu_fmadd_round(a, b, _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(c), _mm512_set1_epi32(INT32_MIN))), rounding)
 #define _mm512_cvtepi32_epi8 mm_emu_cvtepi32_epi8
 /* The composition's subtraction is exact: its rounding names only the sign of a zero result,
  * +0 to nearest, which the tests run in. */
