@@ -120,6 +120,9 @@ static inline __m512i mm_emu_cvtepu8_epi32(__m128i x) {
  * on Zen 4, benchmarks/results/cpu.md). */
 enum { MR = 4, NV = 4, VL = 16, W = NV * VL, STRIDE = MM_CPU_PANEL_STRIDE(W) };
 
+/* vpternlogd's immediate for (x & y) | z (M's bits from an exponent field and the half bit). */
+enum { TERNARY_AND_OR = 0xEA };
+
 /* The bits of x's fp32 values times 2^e (exact where they stay normal: the scaled C of
  * cpu_fast.h's MM_CPU_RZ_C_SCALED). */
 #define MM_VI_MUL_POW2(x, e) \
@@ -154,13 +157,12 @@ MM_AVX512_INLINE __m512i word_byte(__m512i x, int v) {
 /* The same byte moved to bits 23..30 (an exponent field), or-ed with low (bits below 23): a
  * shift and one ternary logic op. */
 MM_AVX512_INLINE __m512i word_byte_field(__m512i x, int v, __m512i low) {
-    enum { AND_OR = 0xEA }; /* (x & m) | low */
     const __m512i m = _mm512_set1_epi32(0x7F800000);
     switch (v) {
-    case 0: return _mm512_ternarylogic_epi32(_mm512_slli_epi32(x, 23), m, low, AND_OR);
-    case 1: return _mm512_ternarylogic_epi32(_mm512_slli_epi32(x, 15), m, low, AND_OR);
-    case 2: return _mm512_ternarylogic_epi32(_mm512_slli_epi32(x, 7), m, low, AND_OR);
-    default: return _mm512_ternarylogic_epi32(_mm512_srli_epi32(x, 1), m, low, AND_OR);
+    case 0: return _mm512_ternarylogic_epi32(_mm512_slli_epi32(x, 23), m, low, TERNARY_AND_OR);
+    case 1: return _mm512_ternarylogic_epi32(_mm512_slli_epi32(x, 15), m, low, TERNARY_AND_OR);
+    case 2: return _mm512_ternarylogic_epi32(_mm512_slli_epi32(x, 7), m, low, TERNARY_AND_OR);
+    default: return _mm512_ternarylogic_epi32(_mm512_srli_epi32(x, 1), m, low, TERNARY_AND_OR);
     }
 }
 
@@ -354,13 +356,12 @@ MM_AVX512_INLINE __m512i negatives(__m512i ap, __m512i an, __m512i bp, __m512i b
 MM_AVX512_INLINE void compose_block(const mm_cpu_plan* p, const int32_t* ak, int64_t as, const uint32_t* bsign,
                                     int64_t kb, int n, __m512 T[MR][NV], __m512i c[MR][NV], const int R,
                                     const int keep_t) {
-    enum { AND_OR = 0xEA }; /* (x & m) | y */
     const __m512i v_expo = _mm512_set1_epi32((int32_t)0xFF800000u), v_half = _mm512_set1_epi32(0x400000);
 #define MM_COMPOSE(r, v, negs)                                                                         \
     do {                                                                                               \
         const __m512i tb = _mm512_add_epi32(_mm512_castps_si512(T[r][v]), negs);                      \
         if (keep_t) T[r][v] = _mm512_castsi512_ps(tb);                                                 \
-        const __m512 m = _mm512_castsi512_ps(_mm512_ternarylogic_epi32(tb, v_expo, v_half, AND_OR));  \
+        const __m512 m = _mm512_castsi512_ps(_mm512_ternarylogic_epi32(tb, v_expo, v_half, TERNARY_AND_OR)); \
         c[r][v] = _mm512_castps_si512(_mm512_sub_round_ps(_mm512_castsi512_ps(tb), m,                  \
                                                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)); \
     } while (0)
