@@ -301,7 +301,7 @@ static int cpu_has(const char* what) {
 #if defined(MMAEMU_EMULATE_AVX512) /* test builds that run the AVX-512 kernel on SIMDe */
     if (strcmp(what, "avx512") == 0) return 1;
     /* both builds of it run: MMAEMU_EMULATE_NIBBLES takes the nibble table's */
-    if (strcmp(what, "avx512vpopcntdq") == 0) return getenv("MMAEMU_EMULATE_NIBBLES") == NULL;
+    if (strcmp(what, "avx512vpopcntdq,vbmi") == 0) return getenv("MMAEMU_EMULATE_NIBBLES") == NULL;
 #endif
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
     __builtin_cpu_init();
@@ -309,7 +309,8 @@ static int cpu_has(const char* what) {
     if (strcmp(what, "avx512") == 0)
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                __builtin_cpu_supports("avx512vl");
-    if (strcmp(what, "avx512vpopcntdq") == 0) return __builtin_cpu_supports("avx512vpopcntdq");
+    if (strcmp(what, "avx512vpopcntdq,vbmi") == 0)
+        return __builtin_cpu_supports("avx512vpopcntdq") && __builtin_cpu_supports("avx512vbmi");
 #endif
     (void)what;
     return 0;
@@ -320,7 +321,7 @@ static const mm_cpu_kernel* kernel_named(const char* name) {
     if (strcmp(name, "avx2") == 0 && cpu_has("avx2") && mm_cpu_kernel_avx2.tile)
         return &mm_cpu_kernel_avx2;
     if (strcmp(name, "avx512") == 0 && cpu_has("avx512") && mm_cpu_kernel_avx512.tile)
-        return cpu_has("avx512vpopcntdq") ? &mm_cpu_kernel_avx512 : &mm_cpu_kernel_avx512_nibbles;
+        return cpu_has("avx512vpopcntdq,vbmi") ? &mm_cpu_kernel_avx512 : &mm_cpu_kernel_avx512_nibbles;
     return NULL;
 }
 
@@ -441,7 +442,7 @@ static void simd_probe(void) {
         if (simd_rate[i] > 0.0 && len > 0 && len < (int)sizeof simd_choice_text) {
             len += snprintf(simd_choice_text + len, sizeof simd_choice_text - (size_t)len, "%s %s %.1f GMAC/s (%d x %d tiles%s)",
                             any ? "," : "", k->name, simd_rate[i] * 1e-9, k->mr, k->w,
-                            k == &mm_cpu_kernel_avx512_nibbles ? "; no VPOPCNTD here: its nibble-table build" : "");
+                            k == &mm_cpu_kernel_avx512_nibbles ? "; no VPOPCNTD and VBMI here: its nibble-table build" : "");
             any = 1;
         }
         probe_free(&set[i]);

@@ -261,7 +261,7 @@ _Static_assert(MM_CPU_E_FLOOR - MM_CPU_RZ_FRAC_MAX - MM_CPU_A_BIAS >= -126,
 extern const mm_cpu_kernel mm_cpu_kernel_portable;
 extern const mm_cpu_kernel mm_cpu_kernel_avx2;
 extern const mm_cpu_kernel mm_cpu_kernel_avx512;
-/* The same kernel for CPUs without VPOPCNTD (cpu_kernel_avx512_nibbles.c). */
+/* The same kernel for CPUs without VPOPCNTD and VBMI (cpu_kernel_avx512_nibbles.c). */
 extern const mm_cpu_kernel mm_cpu_kernel_avx512_nibbles;
 /* Any preset the plan checks accept (int64 sums): what neither bound covers. */
 extern const mm_cpu_kernel mm_cpu_kernel_wide;

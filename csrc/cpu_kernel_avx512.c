@@ -21,11 +21,12 @@
  * integer add and one subtraction, both exact (compose_block), as S * 2^(grid - MM_CPU_A_BIAS):
  * the chain carries C scaled by 2^-MM_CPU_A_BIAS (cpu_fast.h, MM_CPU_RZ_C_SCALED), and cuts it
  * to its keep bits at its end. Per 16 products: one
- * FMA; per 16 outputs and block: an and, a ternary logic op and a popcount (16-k blocks: an and
- * and a popcount), where the multiply
+ * FMA; per 16 outputs and block: an and, a ternary logic op and a popcount (a 32-k block with no
+ * zero in A: a bitwise select and a popcount; 16-k blocks: an and and a popcount), where the multiply
  * form (pass2) takes per 16 products a multiply, an exponent add, a conversion and an add.
- * The popcount is VPOPCNTD; CPUs without it (Skylake-SP, Cascade Lake) run this file's second
- * build, cpu_kernel_avx512_nibbles.c, whose popcount32 uses a nibble table.
+ * The popcount is VPOPCNTD, and C's exponent bytes come from VBMI's vpmultishiftqb (fields_u8);
+ * CPUs without them (Skylake-SP, Cascade Lake, Cooper Lake) run this file's second build,
+ * cpu_kernel_avx512_nibbles.c: popcount32 from a nibble table, the bytes by shifts and selects.
  *
  * Built with -DMMAEMU_EMULATE_AVX512, the same source compiles against SIMDe's portable
  * implementation of the intrinsics (header-only, e.g. Debian's libsimde-dev), so that its
@@ -104,7 +105,7 @@ static inline __m512i mm_emu_cvtepu8_epi32(__m128i x) {
 #if defined(MM_AVX512_NIBBLES)
 #define MM_AVX512_ISA "avx512f,avx512bw,avx512vl"
 #else
-#define MM_AVX512_ISA "avx512f,avx512bw,avx512vl,avx512vpopcntdq"
+#define MM_AVX512_ISA "avx512f,avx512bw,avx512vl,avx512vpopcntdq,avx512vbmi"
 #endif
 #define MM_AVX512 __attribute__((target(MM_AVX512_ISA)))
 #define MM_AVX512_INLINE __attribute__((target(MM_AVX512_ISA), always_inline)) static inline
@@ -120,8 +121,9 @@ static inline __m512i mm_emu_cvtepu8_epi32(__m128i x) {
  * on Zen 4, benchmarks/results/cpu.md). */
 enum { MR = 4, NV = 4, VL = 16, W = NV * VL, STRIDE = MM_CPU_PANEL_STRIDE(W) };
 
-/* vpternlogd's immediate for (x & y) | z (M's bits from an exponent field and the half bit). */
-enum { TERNARY_AND_OR = 0xEA };
+/* vpternlogd's immediates: (x & y) | z (M's bits from an exponent field and the half bit),
+ * x ? y : z bit by bit, and (x & z) | y. */
+enum { TERNARY_AND_OR = 0xEA, SELECT = 0xCA, SELECT_OR = 0xEC };
 
 /* The bits of x's fp32 values times 2^e (exact where they stay normal: the scaled C of
  * cpu_fast.h's MM_CPU_RZ_C_SCALED). */
@@ -228,15 +230,27 @@ MM_AVX512_INLINE __m512i c_exponent(__m512i cb) {
 }
 
 /* The exponent fields (c_field) of a row's four C vectors as one byte vector in the panel's
- * byte order: vector v's lane l at byte v of word l. Shifts and bitwise selects. */
+ * byte order: vector v's lane l at byte v of word l. With VBMI, one vpmultishiftqb per vector:
+ * each byte of a 64-bit lane takes the 8 bits from bit 23 (the low fp32's field) or 55 (the
+ * high one's), the first vector into all four bytes of a word, the others into byte v only (a
+ * byte mask): 4 operations where shifts and bitwise selects take 8 (ada 1.03x, hopper 1.00x to
+ * 1.01x, in-cache tiles, benchmarks/results/cpu.md). */
+#if !defined(MM_AVX512_NIBBLES)
 MM_AVX512_INLINE __m512i fields_u8(const __m512i c[NV]) {
-    /* (x & m) | y in one vpternlogd: 0xF0 & 0xAA | 0xCC */
-    enum { SELECT_OR = 0xEC };
+    const __m512i from = _mm512_set1_epi64(0x3737373717171717ll); /* bit offsets 23 and 55 */
+    __m512i u = _mm512_multishift_epi64_epi8(from, c[0]);
+    u = _mm512_mask_multishift_epi64_epi8(u, 0x2222222222222222ull, from, c[1]);
+    u = _mm512_mask_multishift_epi64_epi8(u, 0x4444444444444444ull, from, c[2]);
+    return _mm512_mask_multishift_epi64_epi8(u, 0x8888888888888888ull, from, c[3]);
+}
+#else
+MM_AVX512_INLINE __m512i fields_u8(const __m512i c[NV]) {
     __m512i u = c_field(c[0]);
     u = _mm512_ternarylogic_epi32(_mm512_srli_epi32(c[1], 15), u, _mm512_set1_epi32(0xFF00), SELECT_OR);
     u = _mm512_ternarylogic_epi32(_mm512_srli_epi32(c[2], 7), u, _mm512_set1_epi32(0xFF0000), SELECT_OR);
     return _mm512_ternarylogic_epi32(_mm512_slli_epi32(c[3], 1), u, _mm512_set1_epi32((int32_t)0xFF000000u), SELECT_OR);
 }
+#endif
 
 /* Pass 2 over k in [k_begin, k_end) of a block: S += trunc((a * b) * 2^-grid), the scaling
  * an integer add G to the product's exponent field (cpu_fast.h, MM_CPU_A_BIAS). */
@@ -294,7 +308,6 @@ MM_AVX512_INLINE __m512i b_group_words(const uint32_t* b, int64_t j, int half, i
     if (!paired) return _mm512_loadu_si512((const void*)(g + half * W));
     const __m512i h0 = _mm512_loadu_si512((const void*)g), h1 = _mm512_loadu_si512((const void*)(g + W));
     const __m512i lo = _mm512_set1_epi32(0xFFFF);
-    enum { SELECT = 0xCA }; /* x ? y : z, bit by bit */
     return half ? _mm512_ternarylogic_epi32(lo, h0, _mm512_slli_epi32(h1, 16), SELECT)
                 : _mm512_ternarylogic_epi32(lo, _mm512_srli_epi32(h0, 16), h1, SELECT);
 }
@@ -340,6 +353,24 @@ MM_AVX512_INLINE __m512i negatives(__m512i ap, __m512i an, __m512i bp, __m512i b
     return popcount32(_mm512_ternarylogic_epi32(_mm512_and_si512(bn, ap), bp, an, OR_AND));
 }
 
+/* An A row's negative bits for the 32 elements from its record 0 (its sign windows at 0 and 16,
+ * cpu_fast.h MM_CPU_A_SGN). */
+MM_AVX512_INLINE uint32_t a_negative32(const int32_t* rec) {
+    const uint32_t w0 = (uint32_t)rec[MM_CPU_A_SGN], w1 = (uint32_t)rec[MM_CPU_A_WORDS * 16 + MM_CPU_A_SGN];
+    return w0 >> 16 | (w1 & 0xFFFF0000u);
+}
+
+/* Whether none of the 32 elements from record 0 of the group's first R rows is zero (each is
+ * positive or negative in its sign windows). */
+MM_AVX512_INLINE int a_nonzero32(const int32_t* ak, int64_t as, const int R) {
+    uint32_t all = 0xFFFFu;
+    for (int r = 0; r < R; r++) {
+        const uint32_t w0 = (uint32_t)ak[r * as + MM_CPU_A_SGN], w1 = (uint32_t)ak[r * as + MM_CPU_A_WORDS * 16 + MM_CPU_A_SGN];
+        all &= (w0 | w0 >> 16) & (w1 | w1 >> 16);
+    }
+    return all == 0xFFFFu;
+}
+
 /* The composition of a block of the narrow FMA form (rz_block_rows): the block result of C into
  * c from its rows' sums T. T - M = (S - n) units of 2^(grid - MM_CPU_A_BIAS), n the negative
  * products, so T + n (T's bits plus n: M + S stays in T's binade, as |S| < 2^22 units) minus M
@@ -378,9 +409,29 @@ MM_AVX512_INLINE void compose_block(const mm_cpu_plan* p, const int32_t* ak, int
 #pragma GCC unroll 4
             for (int v = 0; v < NV; v++) MM_COMPOSE(r, v, popcount32(_mm512_and_si512(aw, bh[v])));
         }
+    } else if (!p->sign_paired && kb % MM_CPU_SIGN_SPAN == 0 && n == MM_CPU_SIGN_SPAN && a_nonzero32(ak, as, R)) {
+        /* a whole group's block (hopper's) with no zero among the rows' A elements: the negative
+         * products are B's positive ones where A is negative, else B's negative ones, one
+         * bitwise select of the group's words as stored (a zero in A would count as positive),
+         * where the two-word form takes an and and a ternary op (this branch, B's words loaded
+         * as stored: in-cache tiles 1.05x, benchmarks/results/cpu.md) */
+        const uint32_t* g = mm_cpu_sign_group(bsign, kb / MM_CPU_SIGN_SPAN, W);
+        __m512i bp[NV], bn[NV];
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) {
+            bp[v] = _mm512_loadu_si512((const void*)(g + v * VL));
+            bn[v] = _mm512_loadu_si512((const void*)(g + W + v * VL));
+        }
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            const __m512i an = _mm512_set1_epi32((int32_t)a_negative32(ak + r * as));
+#pragma GCC unroll 4
+            for (int v = 0; v < NV; v++) MM_COMPOSE(r, v, popcount32(_mm512_ternarylogic_epi32(an, bp[v], bn[v], SELECT)));
+        }
     } else {
         /* the two-word layout (its words rebuilt where the plan has the paired one) */
         __m512i bp[NV], bn[NV];
+#pragma GCC unroll 4
         for (int v = 0; v < NV; v++) {
             bp[v] = p->sign_paired ? b_sign_words(bsign, kb, n, 0, v, 1) : b_sign_words(bsign, kb, n, 0, v, 0);
             bn[v] = p->sign_paired ? b_sign_words(bsign, kb, n, 1, v, 1) : b_sign_words(bsign, kb, n, 1, v, 0);

@@ -33,6 +33,19 @@ MM_SIMD __attribute__((noinline)) static void rz_block_2(const mm_cpu_plan* p, c
     rz_block_rows(p, ak, as, bk, n, E8, bsign, kb, c, 2);
 }
 
+/* The blocks rz_group_pair takes two at a time: half a sign group (ada's 16 k). */
+enum { PAIR_BLOCK = MM_CPU_SIGN_SPAN / 2 };
+
+/* Two consecutive blocks of PAIR_BLOCK for a group's MR rows in one call (rz_group_pair), the
+ * block length a constant there. */
+MM_SIMD __attribute__((noinline)) static void rz_block_pair(const mm_cpu_plan* p, const int32_t* ak, int64_t as,
+                                                           const int32_t* bk, const uint8_t E8[2][MR][W],
+                                                           const uint32_t* bsign, int64_t kb, mm_vi c[MR][NV]) {
+    rz_block_rows(p, ak, as, bk, PAIR_BLOCK, E8[0], bsign, kb, c, MR);
+    rz_block_rows(p, ak + MM_CPU_A_WORDS * PAIR_BLOCK, as, bk + PAIR_BLOCK * STRIDE, PAIR_BLOCK, E8[1], bsign,
+                  kb + PAIR_BLOCK, c, MR);
+}
+
 /* One block of the FMA form for a group of the tile: pass 1 and the sums on its live rows, the
  * group's MR or, in a tile's last group, 1 or 2 (rows past them are padding: left as they are). */
 MM_SIMD_INLINE void rz_group(const mm_cpu_plan* p, const int32_t* ak, int64_t as, const int32_t* bk, int n,
@@ -50,9 +63,26 @@ MM_SIMD_INLINE void rz_group(const mm_cpu_plan* p, const int32_t* ak, int64_t as
     }
 }
 
+/* Two consecutive blocks of PAIR_BLOCK (from kb) of the FMA form for a group of the tile: both
+ * passes 1, then both blocks' sums in one call, on the group's MR rows (a last group of 1 or 2
+ * live rows takes its blocks one by one). */
+MM_SIMD_INLINE void rz_group_pair(const mm_cpu_plan* p, const int32_t* ak, int64_t as, const int32_t* bk,
+                                  const uint32_t* bsign, int64_t kb, mm_vi c[MR][NV], int live) {
+    const int n = PAIR_BLOCK;
+    if (live <= 2) {
+        rz_group(p, ak, as, bk, n, bsign, kb, c, live);
+        rz_group(p, ak + MM_CPU_A_WORDS * n, as, bk + n * STRIDE, n, bsign, kb + n, c, live);
+        return;
+    }
+    uint8_t E8[2][MR][W];
+    pass1_rows(ak, as, bk, n, E8[0], ak, 0, MR);
+    pass1_rows(ak + MM_CPU_A_WORDS * n, as, bk + n * STRIDE, n, E8[1], ak, 0, MR);
+    rz_block_pair(p, ak, as, bk, (const uint8_t(*)[MR][W])E8, bsign, kb, c);
+}
+
 /* The FMA form's blocks over [k0, k1) of the tile's groups of MR rows, taken in turn block by
- * block: each group's block begins while the one before it finishes (its setup waits on its own
- * C only), and the groups after the first find the block's panel records in L1. */
+ * block (or pair by pair): each group's block begins while the one before it finishes (its setup
+ * waits on its own C only), and the groups after the first find the block's panel records in L1. */
 MM_SIMD_INLINE void chain_rz(const mm_cpu_plan* p, const mm_cpu_operands* o, int64_t k0, int64_t k1,
                              mm_vi c[TR][NV]) {
     const int64_t as = o->as;
@@ -60,13 +90,20 @@ MM_SIMD_INLINE void chain_rz(const mm_cpu_plan* p, const mm_cpu_operands* o, int
     for (int r = 0; r < o->rows; r++)
         for (int v = 0; v < NV; v++) c[r][v] = MM_VI_MUL_POW2(c[r][v], MM_CPU_RZ_C_SCALED);
     MM_RZ_ENTER();
-    for (int64_t kb = k0; kb < k1; kb += p->block) {
+    for (int64_t kb = k0; kb < k1;) {
         const int n = (int)(k1 - kb < p->block ? k1 - kb : p->block);
+        /* ada's 16-k blocks two at a time, one call each: whole GEMMs 1.02x to 1.06x; hopper's
+         * 32-k blocks paired ran 0.94x to 0.96x (benchmarks/results/cpu.md) */
+        const int pair = p->block == PAIR_BLOCK && k1 - kb >= 2 * PAIR_BLOCK;
         const int32_t* bk = o->b + kb * STRIDE;
         for (int i = 0; i < o->rows; i += MR) {
             const int32_t* ak = o->a + i * as + MM_CPU_A_WORDS * kb;
-            rz_group(p, ak, as, bk, n, o->bsign, kb, c + i, o->live - i);
+            if (pair)
+                rz_group_pair(p, ak, as, bk, o->bsign, kb, c + i, o->live - i);
+            else
+                rz_group(p, ak, as, bk, n, o->bsign, kb, c + i, o->live - i);
         }
+        kb += pair ? 2 * n : n;
     }
     MM_RZ_LEAVE();
     /* the chain's result to its keep bits, which rz_block_rows leaves to here (cpu_fast.h,
