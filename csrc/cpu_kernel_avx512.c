@@ -353,22 +353,16 @@ MM_AVX512_INLINE __m512i negatives(__m512i ap, __m512i an, __m512i bp, __m512i b
     return popcount32(_mm512_ternarylogic_epi32(_mm512_and_si512(bn, ap), bp, an, OR_AND));
 }
 
-/* An A row's negative bits for the 32 elements from its record 0 (its sign windows at 0 and 16,
- * cpu_fast.h MM_CPU_A_SGN). */
-MM_AVX512_INLINE uint32_t a_negative32(const int32_t* rec) {
-    const uint32_t w0 = (uint32_t)rec[MM_CPU_A_SGN], w1 = (uint32_t)rec[MM_CPU_A_WORDS * 16 + MM_CPU_A_SGN];
-    return w0 >> 16 | (w1 & 0xFFFF0000u);
-}
-
 /* Whether none of the 32 elements from record 0 of the group's first R rows is zero (each is
- * positive or negative in its sign windows). */
+ * positive or negative in its sign windows, mm_cpu_a_signs). */
 MM_AVX512_INLINE int a_nonzero32(const int32_t* ak, int64_t as, const int R) {
-    uint32_t all = 0xFFFFu;
+    uint32_t all = 0xFFFFFFFFu;
     for (int r = 0; r < R; r++) {
-        const uint32_t w0 = (uint32_t)ak[r * as + MM_CPU_A_SGN], w1 = (uint32_t)ak[r * as + MM_CPU_A_WORDS * 16 + MM_CPU_A_SGN];
-        all &= (w0 | w0 >> 16) & (w1 | w1 >> 16);
+        uint32_t pos, neg;
+        mm_cpu_a_signs(ak + r * as, MM_CPU_SIGN_SPAN, &pos, &neg);
+        all &= pos | neg;
     }
-    return all == 0xFFFFu;
+    return all == 0xFFFFFFFFu;
 }
 
 /* The composition of a block of the narrow FMA form (rz_block_rows): the block result of C into
@@ -424,7 +418,9 @@ MM_AVX512_INLINE void compose_block(const mm_cpu_plan* p, const int32_t* ak, int
         }
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
-            const __m512i an = _mm512_set1_epi32((int32_t)a_negative32(ak + r * as));
+            uint32_t pos, neg;
+            mm_cpu_a_signs(ak + r * as, MM_CPU_SIGN_SPAN, &pos, &neg);
+            const __m512i an = _mm512_set1_epi32((int32_t)neg);
 #pragma GCC unroll 4
             for (int v = 0; v < NV; v++) MM_COMPOSE(r, v, popcount32(_mm512_ternarylogic_epi32(an, bp[v], bn[v], SELECT)));
         }
