@@ -13,10 +13,11 @@
  *  - An output whose row of A or column of B holds a NaN or Inf code is computed by
  *    mm_gemm_element, the reference itself (the kernels see those codes as zeros).
  *
- * Speed: A is decoded once for the call, by all its threads; each B panel (W columns x K) is
- * decoded by the thread that uses it and stays in its L2 while the thread runs its rows against
- * it. Work items (panel, row chunk) are handed out dynamically to `threads` pthreads; with fewer
- * panels than threads, a panel's rows are cut so that every thread has one (run_pass).
+ * Speed: A is decoded once for the call, by all its threads, into a buffer kept for the next
+ * call (a_buffer_take); each B panel (W columns x K) is decoded by the thread that uses it and
+ * stays in its L2 while the thread runs its rows against it. Work items (panel, row chunk) are
+ * handed out dynamically to `threads` pthreads; with fewer panels than threads, a panel's rows
+ * are cut so that every thread has one (run_pass).
  *
  * Memory: a K too long for the decode budgets (MM_CPU_PANEL_BUDGET) is streamed: segments of K
  * are decoded in turn and each output's split state (the kernels' resume form) and split
@@ -50,6 +51,32 @@
 static void* alloc_lines(size_t bytes) {
     void* p = NULL;
     return posix_memalign(&p, 64, bytes ? bytes : 1) == 0 ? p : NULL;
+}
+
+/* The buffer of decoded A rows (up to MM_CPU_A_BUDGET, 32 MiB) outlives its call: the next
+ * call takes it if it is large enough. Allocated per call, its pages were mapped anew and
+ * faulted in by the decode every time (glibc maps large blocks and unmaps them on free):
+ * 2048^3 on one thread spent 5.6 % of three calls' time decoding A, its third call 1.5 % with
+ * the buffer kept, and whole GEMMs ran 1.00x to 1.08x faster (same-minutes medians,
+ * benchmarks/results/cpu.md, "The decoded A kept between calls"). One buffer per process,
+ * taken and given back by atomic exchange: concurrent calls never share it (a call that finds
+ * none allocates its own, and of two given back the later is kept). Its size sits in the line
+ * before the rows. */
+static void* _Atomic kept_a;
+
+static int32_t* a_buffer_take(size_t bytes) {
+    unsigned char* block = atomic_exchange(&kept_a, NULL);
+    if (!block || *(size_t*)(void*)block < bytes) {
+        free(block);
+        block = alloc_lines(64 + bytes);
+        if (!block) return NULL;
+        *(size_t*)(void*)block = bytes;
+    }
+    return (int32_t*)(void*)(block + 64);
+}
+
+static void a_buffer_give(int32_t* a) {
+    if (a) free(atomic_exchange(&kept_a, (unsigned char*)(void*)a - 64));
 }
 
 /* ---- the plan -------------------------------------------------------------------------- */
@@ -944,7 +971,7 @@ static int run_whole(mm_cpu_job* job, const mm_cpu_lut* lut_a, int threads) {
     const int step = job->kern->row_step;
     const int64_t m_pad_all = (g->M + mr - 1) / mr * mr; /* a pass is whole tiles; its rows, of step */
     if (pass_rows > m_pad_all) pass_rows = m_pad_all;
-    int32_t* a = alloc_lines((size_t)(pass_rows * row_bytes));
+    int32_t* a = a_buffer_take((size_t)(pass_rows * row_bytes));
     uint8_t* row_special = malloc((size_t)pass_rows);
     int rc = a && row_special ? MM_OK : MM_ERR_NO_MEMORY;
     job->ks = 0;
@@ -964,7 +991,7 @@ static int run_whole(mm_cpu_job* job, const mm_cpu_lut* lut_a, int threads) {
         job->rows = rows;
         rc = run_pass(job, threads);
     }
-    free(a);
+    a_buffer_give(a);
     free(row_special);
     return rc;
 }
@@ -988,7 +1015,7 @@ static int run_streamed(mm_cpu_job* job, const mm_cpu_lut* lut_a, int64_t kc, in
     if (pass_panels < 1) pass_panels = 1;
     if (pass_panels > all_panels) pass_panels = all_panels;
     const int64_t outputs = pass_rows * pass_panels * w;
-    int32_t* a = alloc_lines(sizeof(int32_t) * (size_t)(pass_rows * MM_CPU_A_WORDS * kc));
+    int32_t* a = a_buffer_take(sizeof(int32_t) * (size_t)(pass_rows * MM_CPU_A_WORDS * kc));
     uint8_t* row_special = malloc((size_t)pass_rows);
     uint8_t* col_special = malloc((size_t)(pass_panels * w));
     float* state = alloc_lines(sizeof(float) * (size_t)outputs);
@@ -1022,7 +1049,7 @@ static int run_streamed(mm_cpu_job* job, const mm_cpu_lut* lut_a, int64_t kc, in
             }
         }
     }
-    free(a);
+    a_buffer_give(a);
     free(row_special);
     free(col_special);
     free(state);

@@ -164,6 +164,17 @@ def test_threads_and_paths_agree_on_a_larger_gemm(preset, fast):
     check_all_paths(dict(BASE, preset=preset, fast=fast), x, w)
 
 
+def test_the_kept_a_buffer_serves_smaller_and_larger_gemms_after_it():
+    """The buffer of decoded A rows outlives its call (csrc/cpu_fast.c, a_buffer_take): a GEMM
+    after a larger one reads none of the rows that one left in it, and one after a smaller one
+    gets a buffer large enough (each against the reference, every SIMD path, 1 and 2 threads)."""
+    rng = np.random.default_rng(11)
+    for rows, cols, k in [(48, 70, 900), (5, 20, 64), (48, 70, 900), (90, 130, 1500), (3, 64, 33)]:
+        x = as_fp8(fp8_codes(rng, rows, k, "e4m3", "clustered"), "e4m3")
+        w = as_fp8(fp8_codes(rng, cols, k, "e4m3", "uniform"), "e4m3")
+        check_all_paths(dict(BASE, preset="hopper", fast=True), x, w)
+
+
 @pytest.mark.parametrize("splits,scheme", [(4, "contiguous"), (3, "serial"), (7, "pairwise")])
 @pytest.mark.parametrize("out", ["acc", "f32", "e4m3"])
 def test_splits_threads_and_outputs(splits, scheme, out):
