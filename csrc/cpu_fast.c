@@ -61,22 +61,23 @@ static void* alloc_lines(size_t bytes) {
  * benchmarks/results/cpu.md, "The decoded A kept between calls"). One buffer per process,
  * taken and given back by atomic exchange: concurrent calls never share it (a call that finds
  * none allocates its own, and of two given back the later is kept). Its size sits in the line
- * before the rows. */
+ * before the rows (KEPT_HEAD bytes, so the rows stay on cache lines). */
+enum { KEPT_HEAD = 64 };
 static void* _Atomic kept_a;
 
 static int32_t* a_buffer_take(size_t bytes) {
     unsigned char* block = atomic_exchange(&kept_a, NULL);
     if (!block || *(size_t*)(void*)block < bytes) {
         free(block);
-        block = alloc_lines(64 + bytes);
+        block = alloc_lines(KEPT_HEAD + bytes);
         if (!block) return NULL;
         *(size_t*)(void*)block = bytes;
     }
-    return (int32_t*)(void*)(block + 64);
+    return (int32_t*)(void*)(block + KEPT_HEAD);
 }
 
 static void a_buffer_give(int32_t* a) {
-    if (a) free(atomic_exchange(&kept_a, (unsigned char*)(void*)a - 64));
+    if (a) free(atomic_exchange(&kept_a, (unsigned char*)(void*)a - KEPT_HEAD));
 }
 
 /* ---- the plan -------------------------------------------------------------------------- */
