@@ -52,6 +52,8 @@ int mmaemu_gemm_cpu(const mm_gemm* g, int threads);
 const char* mmaemu_cpu_simd_paths(void);
 /* Which SIMD path MMAEMU_CPU_SIMD selects and why (auto: the measured rates it decides by). */
 const char* mmaemu_cpu_simd_choice(void);
+/* How many of A's decoded rows the `cpu` backend holds per pass, and why (the cache's size). */
+const char* mmaemu_cpu_a_pass(void);
 
 /* Checks a tile plan against g (mmaemu_gemm_check checks g itself): n_offsets = tiles + 1
  * non-decreasing offsets into n_bounds segments, each a non-empty k-iteration range in K. */

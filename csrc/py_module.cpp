@@ -24,6 +24,10 @@ PyObject* py_cpu_simd_choice(PyObject*, PyObject*) {
   return PyUnicode_FromString(mmaemu_cpu_simd_choice());
 }
 
+PyObject* py_cpu_a_pass(PyObject*, PyObject*) {
+  return PyUnicode_FromString(mmaemu_cpu_a_pass());
+}
+
 PyObject* py_cuda_status(PyObject*, PyObject*) {
   return PyUnicode_FromString(mmaemu_cuda_status());
 }
@@ -224,6 +228,8 @@ PyMethodDef methods[] = {
      "The SIMD paths of the cpu backend this CPU can run, comma-separated (MMAEMU_CPU_SIMD)."},
     {"cpu_simd_choice", py_cpu_simd_choice, METH_NOARGS,
      "Which SIMD path the cpu backend runs and why (auto: the speeds it measured here)."},
+    {"cpu_a_pass", py_cpu_a_pass, METH_NOARGS,
+     "How many of A's decoded rows the cpu backend holds per pass, and why (the cache's size)."},
     {"preset", py_preset, METH_O,
      "preset(name) -> dict: id, block, frac, keep, promote_k, c_late, split_rr_tile of the named "
      "preset as the ops compute it (KeyError for an unknown name)."},

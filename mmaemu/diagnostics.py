@@ -31,6 +31,7 @@ def cpu_status():
     return dict(name="cpu", device="cpu", available=True,
                 reason=f"the fast exact CPU kernel; SIMD paths here: {_C.cpu_simd_paths()}; "
                        f"MMAEMU_CPU_SIMD={forced}, {_C.cpu_simd_choice()}; "
+                       f"{_C.cpu_a_pass()}; "
                        f"{torch.get_num_threads()} threads",
                 presets=list(backends.KERNELS["reference"].presets), gated=False, exact=True,
                 auto_for=list(backends.PRIORITY), load=None)

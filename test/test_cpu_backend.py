@@ -294,6 +294,23 @@ def test_simd_choice_says_which_path_and_why():
         assert "not available" in _C.cpu_simd_choice()
 
 
+def test_a_pass_size_is_reported_from_the_cache():
+    """The rows of decoded A per pass (csrc/cpu_fast.c, a_pass_bytes): a quarter of the last-level
+    cache Linux reports, within 4 and 32 MiB, or 32 MiB where the size is unknown; info says it."""
+    text = _C.cpu_a_pass()
+    m = re.fullmatch(r"A's rows decoded in passes of up to ([0-9.]+) MiB \((.*)\)", text)
+    assert m, text
+    mib = float(m.group(1))
+    assert 4.0 <= mib <= 32.0, text
+    llc = re.fullmatch(r"(a quarter of the|bounded; the) ([0-9.]+) MiB last-level cache", m.group(2))
+    if llc:
+        assert (mib == float(llc.group(2)) / 4) == (llc.group(1) == "a quarter of the"), text
+    else:
+        assert m.group(2) == "the last-level cache's size unknown" and mib == 32.0, text
+    from mmaemu import diagnostics
+    assert text in diagnostics.cpu_status()["reason"]
+
+
 def _simde_include():
     """SIMDe >= 0.8 (older releases lack intrinsics the kernel uses): simde-py's, else the system's."""
     try:
