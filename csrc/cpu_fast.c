@@ -190,14 +190,14 @@ static void lut_make(mm_cpu_lut* t, int fmt, int bias, int e_code, int enlarge) 
     t->avx2 = cpu_has("avx2");
 }
 
-/* Rows [i0, i1) of A over k in [k0, k1), row i at out + i * MM_CPU_A_WORDS * (k1 - k0) (rows
+/* Rows [i0, i1) of A over k in [k0, k1), row i at out + i * mm_cpu_a_stride(k1 - k0) (rows
  * from M on are zeros); row_special[i] |= a NaN/Inf code in that range of row i. Each record's
  * sign window (cpu_fast.h) is built from the end of the row backwards. */
 static void decode_a(const mm_gemm* g, const mm_cpu_lut* t, int64_t i0, int64_t i1, int64_t k0, int64_t k1,
                      int32_t* out, uint8_t* row_special) {
     const int64_t len = k1 - k0;
     for (int64_t i = i0; i < i1; i++) {
-        int32_t* row = out + i * MM_CPU_A_WORDS * len;
+        int32_t* row = out + i * mm_cpu_a_stride(len);
         if ((t->avx512 || t->avx2) && i < g->M) { /* the same words (cpu_decode_a_avx512.c, _avx2.c) */
             const uint8_t* codes = g->a + i * g->lda + k0;
             row_special[i] |= (uint8_t)(t->avx512 ? mm_cpu_decode_a_row_avx512(codes, len, &t->a, row)
@@ -398,7 +398,7 @@ static void probe_free(mm_cpu_probe_set* ps) {
 static int probe_operands(const mm_cpu_kernel* k, mm_cpu_probe_set* ps) {
     memset(ps, 0, sizeof *ps);
     uint8_t* codes = malloc((size_t)(k->mr > k->w ? k->mr : k->w) * MM_CPU_PROBE_K);
-    ps->a = alloc_lines(sizeof(int32_t) * (size_t)(MM_CPU_A_WORDS * k->mr * MM_CPU_PROBE_K));
+    ps->a = alloc_lines(sizeof(int32_t) * (size_t)(mm_cpu_a_stride(MM_CPU_PROBE_K) * k->mr));
     if (!codes || !ps->a || !panel_alloc(&ps->panel, MM_CPU_PROBE_K, k->w, k->rz_signs)) {
         free(codes);
         probe_free(ps);
@@ -424,7 +424,7 @@ static int probe_operands(const mm_cpu_kernel* k, mm_cpu_probe_set* ps) {
     lut_make(&lut, MM_FMT_E4M3, 0, k->e_code, 0);
     decode_b_panel(&g, &lut, 0, k->w, k->byte_order, 0, 0, MM_CPU_PROBE_K, &ps->panel, special);
     free(codes);
-    ps->o = (mm_cpu_operands){ps->a, MM_CPU_A_WORDS * MM_CPU_PROBE_K, k->mr, k->mr, ps->panel.rec, ps->panel.sign};
+    ps->o = (mm_cpu_operands){ps->a, mm_cpu_a_stride(MM_CPU_PROBE_K), k->mr, k->mr, ps->panel.rec, ps->panel.sign};
     return 1;
 }
 
@@ -827,7 +827,7 @@ static void* worker(void* arg) {
     decode_a_share(&job->a_decode);
     const mm_gemm* g = job->g;
     const int mr = job->kern->mr, w = job->kern->w, n = mr * w;
-    const int64_t klen = job->ke - job->ks, as = MM_CPU_A_WORDS * klen;
+    const int64_t klen = job->ke - job->ks, as = mm_cpu_a_stride(klen);
     mm_cpu_buffers* buf = &job->bufs[atomic_fetch_add(&job->next_buf, 1)]; /* run_pass: one per thread */
     if (!buffers_make(buf, job)) return NULL; /* the other threads take this one's share */
     const mm_cpu_panel panel = buf->panel;
@@ -1031,7 +1031,7 @@ const char* mmaemu_cpu_a_pass(void) {
 static int run_whole(mm_cpu_job* job, const mm_cpu_lut* lut_a, int threads) {
     const mm_gemm* g = job->g;
     const int mr = job->kern->mr;
-    const int64_t row_bytes = 4 * MM_CPU_A_WORDS * g->K;
+    const int64_t row_bytes = 4 * mm_cpu_a_stride(g->K);
     int64_t pass_rows = a_pass_bytes() / row_bytes / mr * mr;
     if (pass_rows < mr) pass_rows = mr;
     const int step = job->kern->row_step;
@@ -1073,7 +1073,7 @@ static int run_streamed(mm_cpu_job* job, const mm_cpu_lut* lut_a, int64_t kc, in
     const int64_t split_chunk = mm_split_chunk(g->K, splits);
     const int step = job->kern->row_step;
     const int64_t m_pad_all = (g->M + mr - 1) / mr * mr, all_panels = (g->N + w - 1) / w; /* as run_whole */
-    int64_t pass_rows = a_pass_bytes() / (4 * MM_CPU_A_WORDS * kc) / mr * mr;
+    int64_t pass_rows = a_pass_bytes() / (4 * mm_cpu_a_stride(kc)) / mr * mr;
     if (pass_rows < mr) pass_rows = mr;
     if (pass_rows > m_pad_all) pass_rows = m_pad_all;
     job->nred = splits <= 1 ? 0 : g->scheme == MM_SCHEME_PAIRWISE ? mm_bitlen64((uint64_t)splits) : 1;
@@ -1081,7 +1081,7 @@ static int run_streamed(mm_cpu_job* job, const mm_cpu_lut* lut_a, int64_t kc, in
     if (pass_panels < 1) pass_panels = 1;
     if (pass_panels > all_panels) pass_panels = all_panels;
     const int64_t outputs = pass_rows * pass_panels * w;
-    int32_t* a = a_buffer_take(sizeof(int32_t) * (size_t)(pass_rows * MM_CPU_A_WORDS * kc));
+    int32_t* a = a_buffer_take(sizeof(int32_t) * (size_t)(pass_rows * mm_cpu_a_stride(kc)));
     uint8_t* row_special = malloc((size_t)pass_rows);
     uint8_t* col_special = malloc((size_t)(pass_panels * w));
     float* state = alloc_lines(sizeof(float) * (size_t)outputs);
@@ -1152,7 +1152,7 @@ static int gemm_cpu(const mm_gemm* g, int threads) {
     job->plan.sign_paired = job->signs && job->kern->rz_paired && job->plan.block == 16;
     const int mr = job->kern->mr, w = job->kern->w;
     const int whole = (int64_t)4 * panel_words(g->K, w, job->signs) <= MM_CPU_PANEL_BUDGET &&
-                      (int64_t)4 * MM_CPU_A_WORDS * mr * g->K <= MM_CPU_A_BUDGET;
+                      (int64_t)4 * mm_cpu_a_stride(g->K) * mr <= MM_CPU_A_BUDGET;
     /* The round-robin split layout runs on whole-K tiles (tile_dot_round_robin); a K too long
      * for the decode budgets with it is computed by the reference (no streamed form yet). */
     if (!whole && g->splits > 1 && g->preset.split_rr_tile > 0) {
@@ -1164,11 +1164,11 @@ static int gemm_cpu(const mm_gemm* g, int threads) {
     const int64_t unit = job->plan.fast ? g->preset.block : (int64_t)g->preset.promote_k;
     int64_t kc = MM_CPU_STREAM_CHUNK; /* within both budgets, whole units */
     if (kc > panel_k_within(MM_CPU_PANEL_BUDGET / 4, w, job->signs)) kc = panel_k_within(MM_CPU_PANEL_BUDGET / 4, w, job->signs);
-    if (kc > MM_CPU_A_BUDGET / (4 * MM_CPU_A_WORDS * mr)) kc = MM_CPU_A_BUDGET / (4 * MM_CPU_A_WORDS * mr);
+    if (kc > mm_cpu_a_k_within(MM_CPU_A_BUDGET / (4 * mr))) kc = mm_cpu_a_k_within(MM_CPU_A_BUDGET / (4 * mr));
     kc = kc / unit * unit;
     if (kc < unit) kc = unit;
     if (!whole && ((int64_t)4 * panel_words(kc, w, job->signs) > MM_CPU_PANEL_BUDGET ||
-                   (int64_t)4 * MM_CPU_A_WORDS * mr * kc > MM_CPU_A_BUDGET)) {
+                   (int64_t)4 * mm_cpu_a_stride(kc) * mr > MM_CPU_A_BUDGET)) {
         /* Without fast accumulation, a promotion interval beyond the budgets (above 12 481 k;
          * no known preset): the reference, in the operands' memory. */
         free(job);

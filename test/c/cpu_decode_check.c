@@ -132,12 +132,13 @@ static int check_a_rows(int cases, int64_t* rows_checked, int64_t simd[2]) {
         mm_cpu_lut t;
         lut_make(&t, fmt, bias, e_code, enlarge);
         const mm_gemm g = operand(1, codes, lda, M, K, fmt);
-        const int64_t words = MM_CPU_A_WORDS * len * rows, guard = 64;
+        const int64_t words = mm_cpu_a_stride(len) * rows, guard = 64;
         int32_t* want = malloc(sizeof(int32_t) * (size_t)words);
         int32_t* got = malloc(sizeof(int32_t) * (size_t)(words + guard));
         static const uint8_t zeros[4096];
+        memset(want, 0xAB, sizeof(int32_t) * (size_t)words); /* the rows' padding: never written */
         for (int64_t i = 0; i < rows; i++)
-            expected_a_row(i < M ? codes + i * lda + k0 : zeros, len, &t, want + i * MM_CPU_A_WORDS * len);
+            expected_a_row(i < M ? codes + i * lda + k0 : zeros, len, &t, want + i * mm_cpu_a_stride(len));
         static const char* const runs[3] = {"as run", "avx2", "scalar"};
         for (int run = 0; run < 3; run++) {
             mm_cpu_lut u = t;
