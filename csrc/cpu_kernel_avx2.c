@@ -146,10 +146,33 @@ MM_AVX2_INLINE __m256i c_exponent(__m256i cb) {
 }
 
 
+/* Pass 1 of a whole group without prefetches (the FMA form's): pass1_rows below, out of line, where
+ * its loop has the registers to itself (inlined into the tile, it reloaded the rows' offsets from
+ * the stack every k step). */
+MM_AVX2 __attribute__((noinline)) static void pass1_group(const int32_t* a0, const int32_t* a1, const int32_t* a2,
+                                                         const int32_t* bk, int n, uint8_t E8[MR][W]) {
+    _Static_assert(MR == 3, "pass1_group takes three rows");
+    __m256i e0 = _mm256_set1_epi8((char)(MM_CPU_E_FLOOR + 2 * MM_CPU_E_CODE_OFFSET)), e1 = e0, e2 = e0;
+#pragma GCC unroll 2
+    for (int k = 0; k < n; k++) {
+        const __m256i eb = _mm256_loadu_si256((const __m256i*)(const void*)(bk + (int64_t)k * STRIDE));
+        e0 = _mm256_max_epu8(e0, _mm256_add_epi32(eb, _mm256_set1_epi32(a0[MM_CPU_A_WORDS * k])));
+        e1 = _mm256_max_epu8(e1, _mm256_add_epi32(eb, _mm256_set1_epi32(a1[MM_CPU_A_WORDS * k])));
+        e2 = _mm256_max_epu8(e2, _mm256_add_epi32(eb, _mm256_set1_epi32(a2[MM_CPU_A_WORDS * k])));
+    }
+    _mm256_storeu_si256((__m256i*)(void*)E8[0], e0);
+    _mm256_storeu_si256((__m256i*)(void*)E8[1], e1);
+    _mm256_storeu_si256((__m256i*)(void*)E8[2], e2);
+}
+
 /* Pass 1: the products' largest alignment exponent over a block of n, 32 columns per byte vector,
  * raised to MM_CPU_E_FLOOR, into E8 (row r at E8[r], coded: lanes_e reads them). */
 MM_AVX2_INLINE void pass1_rows(const int32_t* ak, int64_t as, const int32_t* bk, int n, uint8_t E8[MR][W],
                                const int32_t* pf, int npf, const int R) {
+    if (R == MR && npf == 0) {
+        pass1_group(ak, ak + as, ak + 2 * as, bk, n, E8);
+        return;
+    }
     __m256i e[MR];
     for (int r = 0; r < R; r++) e[r] = _mm256_set1_epi8((char)(MM_CPU_E_FLOOR + 2 * MM_CPU_E_CODE_OFFSET));
     for (int k = 0; k < n; k++) {
@@ -226,6 +249,55 @@ MM_AVX2_INLINE __m256i negatives(__m256i ap, __m256i an, __m256i bp, __m256i bn)
     return popcount32(_mm256_or_si256(_mm256_and_si256(ap, bn), _mm256_and_si256(an, bp)));
 }
 
+/* The composition of a block of the FMA form (rz_block_rows): the block result T + n minus M, one
+ * exact subtraction (cpu_kernel_avx512.c's compose_block; the result scaled, its keep bits at the
+ * chain's end, chain_rz), with M from the setup rather than from T's bits. keep_t: T is left
+ * holding T + n (for compose_fix), else as it was: 12 stores per block fewer (in cache on Zen 3,
+ * benchmarks/results/cpu.md: hopper 1.00x, ada 1.03x). */
+MM_AVX2_INLINE void compose_block(const mm_cpu_plan* p, const int32_t* ak, int64_t as, const uint32_t* bsign,
+                                  int64_t kb, int n, __m256 T[MR][NV], const __m256i Mv[MR][NV], __m256i c[MR][NV],
+                                  const int R, const int keep_t) {
+    /* vector by vector, the rows inside: 16 registers hold a vector's B words, the rows' A
+     * words and the constants, where the rows outside kept all of B's words and spilled */
+#define MM_COMPOSE(r, v, negs)                                                                   \
+    do {                                                                                         \
+        const __m256i tb = _mm256_add_epi32(_mm256_castps_si256(T[r][v]), negs);                \
+        if (keep_t) T[r][v] = _mm256_castsi256_ps(tb);                                           \
+        c[r][v] = _mm256_castps_si256(_mm256_sub_ps(_mm256_castsi256_ps(tb),                    \
+                                                    _mm256_castsi256_ps(Mv[r][v])));             \
+    } while (0)
+    if (p->sign_paired && kb % 16 == 0) {
+        /* a 16-k block on a half of its group (cpu_kernel_avx512.c): the row's sign window,
+         * its bits from n on cleared, and'ed with the half's words */
+        const uint32_t* half = mm_cpu_sign_group(bsign, kb / MM_CPU_SIGN_SPAN, W) + (kb % MM_CPU_SIGN_SPAN ? W : 0);
+        const uint32_t live = n >= 16 ? 0xFFFFFFFFu : ((1u << n) - 1u) * 0x10001u;
+        uint32_t aw[MR];
+        for (int r = 0; r < R; r++) aw[r] = (uint32_t)ak[r * as + MM_CPU_A_SGN] & live;
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) {
+            const __m256i bh = _mm256_loadu_si256((const __m256i*)(const void*)(half + v * VL));
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++)
+                MM_COMPOSE(r, v, popcount32(_mm256_and_si256(_mm256_set1_epi32((int32_t)aw[r]), bh)));
+        }
+    } else {
+        uint32_t pos[MR], neg[MR];
+        for (int r = 0; r < R; r++) mm_cpu_a_signs(ak + r * as, n, &pos[r], &neg[r]);
+        /* the two-word layout (its words rebuilt where the plan has the paired one) */
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) {
+            const __m256i bp = p->sign_paired ? b_sign_words(bsign, kb, n, 0, v, 1) : b_sign_words(bsign, kb, n, 0, v, 0);
+            const __m256i bn = p->sign_paired ? b_sign_words(bsign, kb, n, 1, v, 1) : b_sign_words(bsign, kb, n, 1, v, 0);
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++) {
+                const __m256i ap = _mm256_set1_epi32((int32_t)pos[r]), an = _mm256_set1_epi32((int32_t)neg[r]);
+                MM_COMPOSE(r, v, negatives(ap, an, bp, bn));
+            }
+        }
+    }
+#undef MM_COMPOSE
+}
+
 /* One block of the narrow FMA form on the group's first R rows (MR, or the live rows of a
  * tile's last group), with MXCSR rounding toward zero (chain_rz): the block result of C = c into
  * c, C scaled by 2^-MM_CPU_A_BIAS (cpu_fast.h, MM_CPU_RZ_C_SCALED). The arithmetic, its bounds
@@ -288,56 +360,20 @@ MM_AVX2_INLINE void rz_block_rows(const mm_cpu_plan* p, const int32_t* ak, int64
             for (int v = 0; v < NV; v++) T[r][v] = _mm256_fmadd_ps(av, bv[v], T[r][v]);
         }
     }
-    /* The block result (cpu_kernel_avx512.c's composition): T + n minus M, one exact
-     * subtraction (the result scaled, its keep bits at the chain's end, chain_rz); M from the
-     * setup rather than from T's bits. */
-    /* vector by vector, the rows inside: 16 registers hold a vector's B words, the rows' A
-     * words and the constants, where the rows outside kept all of B's words and spilled */
-#define MM_COMPOSE(r, v, negs)                                                                   \
-    do {                                                                                         \
-        const __m256i tb = _mm256_add_epi32(_mm256_castps_si256(T[r][v]), negs);                \
-        T[r][v] = _mm256_castsi256_ps(tb);                                                       \
-        c[r][v] = _mm256_castps_si256(_mm256_sub_ps(_mm256_castsi256_ps(tb),                    \
-                                                    _mm256_castsi256_ps(Mv[r][v])));             \
-    } while (0)
-    if (p->sign_paired && kb % 16 == 0) {
-        /* a 16-k block on a half of its group (cpu_kernel_avx512.c): the row's sign window,
-         * its bits from n on cleared, and'ed with the half's words */
-        const uint32_t* half = mm_cpu_sign_group(bsign, kb / MM_CPU_SIGN_SPAN, W) + (kb % MM_CPU_SIGN_SPAN ? W : 0);
-        const uint32_t live = n >= 16 ? 0xFFFFFFFFu : ((1u << n) - 1u) * 0x10001u;
-        uint32_t aw[MR];
-        for (int r = 0; r < R; r++) aw[r] = (uint32_t)ak[r * as + MM_CPU_A_SGN] & live;
-#pragma GCC unroll 4
-        for (int v = 0; v < NV; v++) {
-            const __m256i bh = _mm256_loadu_si256((const __m256i*)(const void*)(half + v * VL));
-#pragma GCC unroll 4
-            for (int r = 0; r < R; r++)
-                MM_COMPOSE(r, v, popcount32(_mm256_and_si256(_mm256_set1_epi32((int32_t)aw[r]), bh)));
-        }
-    } else {
-        uint32_t pos[MR], neg[MR];
-        for (int r = 0; r < R; r++) mm_cpu_a_signs(ak + r * as, n, &pos[r], &neg[r]);
-        /* the two-word layout (its words rebuilt where the plan has the paired one) */
-#pragma GCC unroll 4
-        for (int v = 0; v < NV; v++) {
-            const __m256i bp = p->sign_paired ? b_sign_words(bsign, kb, n, 0, v, 1) : b_sign_words(bsign, kb, n, 0, v, 0);
-            const __m256i bn = p->sign_paired ? b_sign_words(bsign, kb, n, 1, v, 1) : b_sign_words(bsign, kb, n, 1, v, 0);
-#pragma GCC unroll 4
-            for (int r = 0; r < R; r++) {
-                const __m256i ap = _mm256_set1_epi32((int32_t)pos[r]), an = _mm256_set1_epi32((int32_t)neg[r]);
-                MM_COMPOSE(r, v, negatives(ap, an, bp, bn));
-            }
-        }
-    }
-#undef MM_COMPOSE
     __m256i out_of_range =
         _mm256_cmpgt_epi32(f_max, _mm256_set1_epi32((MM_CPU_GRID_MAX_NARROW + p->frac + 127 - MM_CPU_A_BIAS) << 23));
 #if MM_CPU_GRID_MIN + MM_CPU_RZ_FRAC_MAX >= MM_CPU_E_FLOOR
     out_of_range = _mm256_or_si256(
         out_of_range, _mm256_cmpgt_epi32(_mm256_set1_epi32((MM_CPU_GRID_MIN + p->frac + 127 - MM_CPU_A_BIAS) << 23), f_min));
 #endif
-    if (!_mm256_testz_si256(out_of_range, out_of_range)) {
-        /* those lanes composed exactly from the integer sums (T holds n now) */
+    if (_mm256_testz_si256(out_of_range, out_of_range)) {
+        compose_block(p, ak, as, bsign, kb, n, T, (const __m256i(*)[NV])Mv, c, R, 0);
+        return;
+    }
+    compose_block(p, ak, as, bsign, kb, n, T, (const __m256i(*)[NV])Mv, c, R, 1);
+    {
+        /* lanes out of range (none in FP8 GEMMs; test builds narrow the range): composed exactly
+         * from the integer sums (T holds n now) */
         const __m256i v_fbits = _mm256_set1_epi32(0x7FFFFF), v_half = _mm256_set1_epi32(0x400000);
         const __m256i v_mbase = _mm256_set1_epi32(127 + 23 - MM_CPU_A_BIAS); /* M's field - grid */
         __m256i S[MR][NV], G[MR][NV], zero[MR][NV];
