@@ -130,7 +130,8 @@ def main():
     threads = torch.get_num_threads()
     print(f"CPU: {mmaemu.backends.cpu_name()}, {os.cpu_count()} logical CPUs; torch {torch.__version__}, "
           f"{threads} threads; mmaemu cpu SIMD paths here: {_C.cpu_simd_paths()}; "
-          f"MMAEMU_CPU_SIMD={os.environ.get('MMAEMU_CPU_SIMD', 'auto')}, {_C.cpu_simd_choice()}")
+          f"MMAEMU_CPU_SIMD={os.environ.get('MMAEMU_CPU_SIMD', 'auto')}, {_C.cpu_simd_choice()}; "
+          f"{_C.cpu_a_pass()}")
     print(f"best of {repeat} for every timed call; bf16 output, scales 1; reference on a "
           f"{args.ref_rows} x {args.ref_cols} x K sub-block (single-threaded, as it always runs), "
           f"hopper modes only; torch._scaled_mm on the sub-block its cell names where one call on "
