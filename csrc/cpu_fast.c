@@ -995,8 +995,9 @@ static int64_t llc_bytes(void) {
  * threads' panels and what else shares it, on a virtual machine other guests' data too), at
  * least MM_CPU_A_PASS_MIN and at most MM_CPU_A_BUDGET (which it is where the cache's size is
  * unknown). On the 2-core Zen 3 of benchmarks/results/cpu.md (32 MiB L3), passes of 8 MiB ran
- * 2048^3 1.31x (one thread) and 4096 x 5760 x 1920 1.30x (two) faster than passes of 32 MiB,
- * A's rows read from memory once per panel (same-minutes medians). */
+ * 2048^3 1.24x (two threads) and 1.34x (one), 512 x 5760 x 1920 1.20x and 4096 x 5760 x 1920
+ * 1.16x (two) faster than passes of 32 MiB, whose rows came from memory once per panel
+ * (same-minutes medians). */
 #ifndef MM_CPU_A_PASS_MIN
 #define MM_CPU_A_PASS_MIN ((int64_t)4 << 20)
 #endif

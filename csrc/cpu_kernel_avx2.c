@@ -148,7 +148,7 @@ MM_AVX2_INLINE __m256i c_exponent(__m256i cb) {
 
 /* Pass 1 of a whole group without prefetches (the FMA form's): pass1_rows below, out of line, where
  * its loop has the registers to itself (inlined into the tile, it reloaded the rows' offsets from
- * the stack every k step). */
+ * the stack every k step): in cache on Zen 3 hopper 1.02x, ada 1.035x (benchmarks/results/cpu.md). */
 MM_AVX2 __attribute__((noinline)) static void pass1_group(const int32_t* a0, const int32_t* a1, const int32_t* a2,
                                                          const int32_t* bk, int n, uint8_t E8[MR][W]) {
     _Static_assert(MR == 3, "pass1_group takes three rows");
