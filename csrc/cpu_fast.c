@@ -14,8 +14,9 @@
  *    mm_gemm_element, the reference itself (the kernels see those codes as zeros).
  *
  * Speed: A is decoded once for the call, by all its threads, into a buffer kept for the next
- * call (a_buffer_take); each B panel (W columns x K) is decoded by the thread that uses it and
- * stays in its L2 while the thread runs its rows against it. Work items (panel, row chunk) are
+ * call (a_buffer_take), in passes of rows that fit a quarter of the last-level cache
+ * (a_pass_bytes); each B panel (W columns x K) is decoded by the thread that uses it and stays in
+ * its L2 while the thread runs the pass's rows against it. Work items (panel, row chunk) are
  * handed out dynamically to `threads` pthreads; with fewer panels than threads, a panel's rows
  * are cut so that every thread has one (run_pass).
  *

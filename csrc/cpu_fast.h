@@ -23,9 +23,9 @@
  * words (MM_CPU_A_SGN, the panel's sign groups), which the FMA form reads.
  *
  * Layouts. A (broadcast operand): row i, element k: MM_CPU_A_WORDS int32 words at
- * a[i * a_stride + MM_CPU_A_WORDS * k] (a_stride: mm_cpu_a_stride): e as int8 in all four bytes (a 32-bit broadcast gives
- * int8 lanes; mm_cpu_a_exp reads it; the AVX-512 kernel's coded form: MM_CPU_E_CODED), the sign
- * window (MM_CPU_A_SGN), v (fp32 bits). B panel of W columns, one record of
+ * a[i * a_stride + MM_CPU_A_WORDS * k] (a_stride: mm_cpu_a_stride): e as int8 in all four bytes
+ * (a 32-bit broadcast gives int8 lanes; mm_cpu_a_exp reads it; the AVX-512 kernel's coded form:
+ * MM_CPU_E_CODED), the sign window (MM_CPU_A_SGN), v (fp32 bits). B panel of W columns, one record of
  * MM_CPU_PANEL_STRIDE(W) int32 words per k: W int8 exponents (in the kernel's byte order,
  * mm_cpu_byte_pos), then W fp32 values (MM_CPU_PANEL_V). Beside them, for the kernels that read
  * them (mm_cpu_operands): sign words (mm_cpu_a_signs, mm_cpu_sign_group). */
@@ -73,13 +73,13 @@ static inline const mm_cpu_f32* mm_cpu_cvalues(const int32_t* words) {
 #define MM_CPU_A_SGN 1
 #define MM_CPU_A_V 2
 
-/* The stride, in words, of decoded A rows of len k: MM_CPU_A_WORDS * len rounded up to whole 64-byte
- * lines, and to an odd number of lines, so that no two rows of a tile (at most 64 rows) lie a
- * multiple of 4 KiB apart, where the L1 set of a line repeats. Rows that did (K a multiple of
- * 1 024 without the padding, 2048^3 among them) made every k step's loads from a group's rows
- * collide: on the Zen 3 of benchmarks/results/cpu.md pass 1's k step (a B load, three broadcasts
- * from the rows, three adds and maxima) took 4.4 cycles with the rows 8 KiB apart, 2.0 with them
- * 64 bytes apart. */
+/* The stride, in words, of decoded A rows of len k: MM_CPU_A_WORDS * len rounded up to whole
+ * 64-byte lines, and to an odd number of lines, so that no two rows less than 64 apart (a tile has
+ * at most 16) lie a multiple of 4 KiB apart, where the L1 set of a line repeats. Rows that did (K
+ * a multiple of 1 024 without the padding, 2048^3 among them) made every k step's loads from a
+ * group's rows collide: on the Zen 3 of benchmarks/results/cpu.md pass 1's k step (a B load,
+ * three broadcasts from the rows, three adds and maxima) took 4.4 cycles with the rows 8 KiB
+ * apart, 2.0 with them 64 bytes apart. */
 static inline int64_t mm_cpu_a_stride(int64_t len) {
     int64_t lines = (MM_CPU_A_WORDS * len + 15) / 16;
     lines += 1 - lines % 2;
