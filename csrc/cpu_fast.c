@@ -15,7 +15,7 @@
  *
  * Speed: A is decoded once for the call, by all its threads, into a buffer kept for the next
  * call (a_buffer_take), in passes of rows that fit a quarter of the last-level cache
- * (a_pass_bytes); each B panel (W columns x K) is decoded by the thread that uses it and stays in
+ * (a_pass_rows); each B panel (W columns x K) is decoded by the thread that uses it and stays in
  * its L2 while the thread runs the pass's rows against it. Work items (panel, row chunk) are
  * handed out dynamically to `threads` pthreads; with fewer panels than threads, a panel's rows
  * are cut so that every thread has one (run_pass).
@@ -1019,9 +1019,12 @@ static void a_pass_init(void) {
         snprintf(a_pass_text, sizeof a_pass_text, "A's rows decoded in passes of up to %.1f MiB (the last-level cache's size unknown)", mib);
 }
 
-static int64_t a_pass_bytes(void) {
+/* Rows of A per pass, rows of row_bytes decoded bytes in tiles of mr: as many whole tiles as
+ * a pass's bytes hold, at least one. */
+static int64_t a_pass_rows(int64_t row_bytes, int mr) {
     pthread_once(&a_pass_once, a_pass_init);
-    return a_pass_limit;
+    const int64_t rows = a_pass_limit / row_bytes / mr * mr;
+    return rows < mr ? mr : rows;
 }
 
 const char* mmaemu_cpu_a_pass(void) {
@@ -1029,13 +1032,12 @@ const char* mmaemu_cpu_a_pass(void) {
     return a_pass_text;
 }
 
-/* All of K decoded at once: rows of A in passes of at most a_pass_bytes(). */
+/* All of K decoded at once: rows of A in passes (a_pass_rows). */
 static int run_whole(mm_cpu_job* job, const mm_cpu_lut* lut_a, int threads) {
     const mm_gemm* g = job->g;
     const int mr = job->kern->mr;
     const int64_t row_bytes = 4 * mm_cpu_a_stride(g->K);
-    int64_t pass_rows = a_pass_bytes() / row_bytes / mr * mr;
-    if (pass_rows < mr) pass_rows = mr;
+    int64_t pass_rows = a_pass_rows(row_bytes, mr);
     const int step = job->kern->row_step;
     const int64_t m_pad_all = (g->M + mr - 1) / mr * mr; /* a pass is whole tiles; its rows, of step */
     if (pass_rows > m_pad_all) pass_rows = m_pad_all;
@@ -1075,8 +1077,7 @@ static int run_streamed(mm_cpu_job* job, const mm_cpu_lut* lut_a, int64_t kc, in
     const int64_t split_chunk = mm_split_chunk(g->K, splits);
     const int step = job->kern->row_step;
     const int64_t m_pad_all = (g->M + mr - 1) / mr * mr, all_panels = (g->N + w - 1) / w; /* as run_whole */
-    int64_t pass_rows = a_pass_bytes() / (4 * mm_cpu_a_stride(kc)) / mr * mr;
-    if (pass_rows < mr) pass_rows = mr;
+    int64_t pass_rows = a_pass_rows(4 * mm_cpu_a_stride(kc), mr);
     if (pass_rows > m_pad_all) pass_rows = m_pad_all;
     job->nred = splits <= 1 ? 0 : g->scheme == MM_SCHEME_PAIRWISE ? mm_bitlen64((uint64_t)splits) : 1;
     int64_t pass_panels = MM_CPU_STATE_BUDGET / (4 * (1 + job->nred) * pass_rows * w);

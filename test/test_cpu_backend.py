@@ -22,7 +22,7 @@ import cbuild
 from mmaemu.validation import RR_MAX_SPLITS, RR_PAIRWISE_ORDERS
 
 import mmaemu
-from mmaemu import _C
+from mmaemu import _C, diagnostics
 from mmaemu.testing import assert_bitwise_equal
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -295,7 +295,7 @@ def test_simd_choice_says_which_path_and_why():
 
 
 def test_a_pass_size_is_reported_from_the_cache():
-    """The rows of decoded A per pass (csrc/cpu_fast.c, a_pass_bytes): a quarter of the last-level
+    """The rows of decoded A per pass (csrc/cpu_fast.c, a_pass_rows): a quarter of the last-level
     cache Linux reports, within 4 and 32 MiB, or 32 MiB where the size is unknown; info says it."""
     text = _C.cpu_a_pass()
     m = re.fullmatch(r"A's rows decoded in passes of up to ([0-9.]+) MiB \((.*)\)", text)
@@ -307,7 +307,6 @@ def test_a_pass_size_is_reported_from_the_cache():
         assert (mib == float(llc.group(2)) / 4) == (llc.group(1) == "a quarter of the"), text
     else:
         assert m.group(2) == "the last-level cache's size unknown" and mib == 32.0, text
-    from mmaemu import diagnostics
     assert text in diagnostics.cpu_status()["reason"]
 
 
