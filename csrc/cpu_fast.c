@@ -15,14 +15,17 @@
  *
  * Speed: A is decoded once for the call, by all its threads, into a buffer kept for the next
  * call (a_buffer_take), in passes of rows that fit a quarter of the last-level cache
- * (a_pass_rows); each B panel (W columns x K) is decoded by the thread that uses it and stays in
- * its L2 while the thread runs the pass's rows against it. Work items (panel, row chunk) are
- * handed out dynamically to `threads` pthreads; with fewer panels than threads, a panel's rows
- * are cut so that every thread has one (run_pass).
+ * (a_pass_rows). Over all of K (run_whole), each B panel (W columns x K) is decoded by the thread
+ * that uses it and stays in its L2 while the thread runs the pass's rows against it. Work items
+ * (panel, row chunk) are handed out dynamically to `threads` pthreads; with fewer panels than
+ * threads, a panel's rows are cut so that every thread has one (run_pass).
  *
- * Memory: a K too long for the decode budgets (MM_CPU_PANEL_BUDGET) is streamed: segments of K
- * are decoded in turn and each output's split state (the kernels' resume form) and split
- * reduction are carried from one segment to the next.
+ * K in segments (run_segments): segments of K are decoded in turn (A's rows and every panel of
+ * the pass, once each, by all the threads) and each output's split state (the kernels' resume
+ * form) and split reduction are carried from one segment to the next. A K too long for the
+ * decode budgets (MM_CPU_PANEL_BUDGET) takes this form so that memory stays bounded; a large
+ * GEMM whose tiles over all of K outgrow L2 takes it with short segments (MM_CPU_SEG_K), its
+ * items a row chunk's tiles on one panel, the chunk's A rows in L2 for all the panels.
  *
  * MMAEMU_CPU_SIMD = auto (default) | portable | avx2 | avx512 picks the narrow kernel; a path
  * this CPU lacks or an unknown name is an error (MM_ERR_CPU_SIMD), never a silent fallback.
@@ -142,6 +145,13 @@ static int plan_fits_split(const mm_gemm* g) {
 
 /* ---- decoding -------------------------------------------------------------------------- */
 
+/* A decoded B panel of w columns over len k: its records (cpu_fast.h), and after them, where the
+ * job's kernel reads them, its sign groups. One allocation. */
+typedef struct {
+    int32_t* rec;
+    uint32_t* sign; /* or NULL */
+} mm_cpu_panel;
+
 static int cpu_has(const char* what);
 
 typedef struct {
@@ -220,13 +230,6 @@ static void decode_a(const mm_gemm* g, const mm_cpu_lut* t, int64_t i0, int64_t 
         row_special[i] |= special;
     }
 }
-
-/* A decoded B panel of w columns over len k: its records (cpu_fast.h), and after them, where the
- * job's kernel reads them, its sign groups. One allocation. */
-typedef struct {
-    int32_t* rec;
-    uint32_t* sign; /* or NULL */
-} mm_cpu_panel;
 
 static int64_t sign_words(int64_t len, int w) {
     return (len + MM_CPU_SIGN_SPAN - 1) / MM_CPU_SIGN_SPAN * MM_CPU_SIGN_GROUP_WORDS(w);
@@ -523,16 +526,18 @@ static const mm_cpu_kernel* narrow_kernel(const mm_gemm* g) {
 
 /* ---- the work -------------------------------------------------------------------------- */
 
-/* A's rows of a pass, decoded by the pass's threads before its items (decode_a_share): groups of
- * per_item rows taken in turn. */
+/* What the pass's threads decode before its items (decode_share), in units taken in turn: A's
+ * rows of the pass, groups of per_item rows; in a segmented pass (run_segments) also every panel
+ * of B's columns of the pass over the segment, one unit each. */
 typedef struct {
     const mm_gemm* g;        /* g->a: the pass's first row; g->M: its rows of A */
     const mm_cpu_lut* lut;
     int32_t* out;
     uint8_t* row_special;
     int64_t rows, per_item, k0, k1;
+    mm_cpu_panel* panels;    /* NULL, or the pass's panels (job->panels of them) */
     atomic_llong next, done;
-} mm_cpu_a_decode;
+} mm_cpu_decode;
 
 /* A thread's own buffers: its B panel and its tile scratch (34 tiles of floats). */
 typedef struct {
@@ -549,20 +554,24 @@ typedef struct {
     mm_cpu_lut lut_b;
     const int32_t* a;        /* decoded rows [row0, row0 + rows), k in [ks, ke) */
     const uint8_t* row_special;
-    mm_cpu_a_decode a_decode; /* how the pass's threads decode them */
+    mm_cpu_decode decode;    /* what the pass's threads decode first (A's rows; B's panels) */
     int64_t row0, rows;      /* the rows of this pass */
     int64_t panel0, panels;  /* the panels of this pass: columns from panel0 * w */
     int64_t chunk_rows, chunks;
-    int64_t ks, ke;          /* the decoded k range: all of K, or one segment of a long K */
-    /* Streaming a long K only (else NULL): per tile (its first row rt, its rows r, panel p of the
-     * pass) its split state, r * w floats at state + (p * rows + rt) * w, and nred slots of r * w
-     * floats of split reduction at red + (p * rows + rt) * nred * w; col_special: whether each of
-     * the pass's columns held a NaN/Inf code in the segments before this one (the decoders'
-     * findings, gathered by the items that decode a panel for its first row chunk). */
+    int64_t ks, ke;          /* the decoded k range: all of K, or one segment of K */
+    /* K in segments (run_segments) only (else NULL): per tile (its first row rt, its rows r,
+     * panel p of the pass) its split state, r * w floats at state + (p * rows + rt) * w, and
+     * nred slots of r * w floats of split reduction at red + (p * rows + rt) * nred * w;
+     * col_special: whether each of the pass's columns held a NaN/Inf code in this segment or
+     * the ones before it (the panels' decoders gather them); panel_set: the pass's panels over the
+     * segment, decoded once for all of its row chunks; seg_rows: rows per chunk, so a chunk's
+     * decoded A stays in L2 while every panel of the pass runs on it. */
     float* state;
     float* red;
     int64_t nred;
     uint8_t* col_special;
+    mm_cpu_panel* panel_set;
+    int64_t seg_rows;
     int last;                /* the segment ends at K: the outputs are stored */
     atomic_llong next_item;
     /* One set per thread, kept for the whole GEMM, for k ranges of up to klen (all of K, or a
@@ -786,14 +795,15 @@ static void tile_segment(const mm_cpu_job* job, int64_t rt, int64_t p, const mm_
 
 #define MM_CPU_MAX_THREADS 256
 
-/* A thread's buffers for k ranges of up to klen, allocated by the thread that first takes the set
+/* A thread's buffers for k ranges of up to klen (its panel: all of K only; K in segments decodes
+ * the pass's panels once, job->panels), allocated by the thread that first takes the set
  * (so from its own malloc arena, where a freed panel stays for the next GEMM's thread: allocated
  * by the caller instead, glibc gave the panels back to the system on free and every call touched
  * fresh pages: 1 x 4096 x 4096 ran 0.81x); 0 when memory runs out. */
 static int buffers_make(mm_cpu_buffers* b, const mm_cpu_job* job) {
     if (b->scratch) return 1;
     b->scratch = alloc_lines(sizeof(float) * (size_t)(34 * job->kern->mr * job->kern->w));
-    if (b->scratch && panel_alloc(&b->panel, job->klen, job->kern->w, job->signs)) return 1;
+    if (b->scratch && (job->state || panel_alloc(&b->panel, job->klen, job->kern->w, job->signs))) return 1;
     free(b->scratch);
     b->scratch = NULL;
     return 0;
@@ -808,63 +818,69 @@ static void buffers_free(mm_cpu_job* job) {
     free(job->bufs);
 }
 
-/* A thread's share of decoding the pass's rows of A: groups of rows until none is left, then it
- * waits until every group is done (the items read all of them). */
-static void decode_a_share(mm_cpu_a_decode* d) {
+/* A thread's share of what the pass decodes first (job->decode): groups of A's rows, then (K in
+ * segments) B's panels, until none is left; then it waits until every unit is done (the items
+ * read all of them). A panel's decoder adds its columns' NaN/Inf flags to col_special. */
+static void decode_share(mm_cpu_job* job) {
+    mm_cpu_decode* d = &job->decode;
+    const int w = job->kern->w;
     const int64_t groups = (d->rows + d->per_item - 1) / d->per_item;
+    const int64_t units = groups + (d->panels ? job->panels : 0);
     for (;;) {
         const int64_t i = atomic_fetch_add(&d->next, 1);
-        if (i >= groups) break;
-        const int64_t i0 = i * d->per_item, i1 = i0 + d->per_item < d->rows ? i0 + d->per_item : d->rows;
-        decode_a(d->g, d->lut, i0, i1, d->k0, d->k1, d->out, d->row_special);
+        if (i >= units) break;
+        if (i < groups) {
+            const int64_t i0 = i * d->per_item, i1 = i0 + d->per_item < d->rows ? i0 + d->per_item : d->rows;
+            decode_a(d->g, d->lut, i0, i1, d->k0, d->k1, d->out, d->row_special);
+        } else {
+            const int64_t p = i - groups;
+            uint8_t found[64];
+            decode_b_panel(job->g, &job->lut_b, (job->panel0 + p) * w, w, job->kern->byte_order, job->plan.sign_paired,
+                           d->k0, d->k1, &d->panels[p], found);
+            for (int c = 0; c < w; c++) job->col_special[p * w + c] |= found[c];
+        }
         atomic_fetch_add(&d->done, 1);
     }
-    while (atomic_load(&d->done) < groups) sched_yield();
+    while (atomic_load(&d->done) < units) sched_yield();
 }
 
 static void* worker(void* arg) {
     mm_cpu_job* job = (mm_cpu_job*)arg;
     fesetenv(&job->fenv);
-    decode_a_share(&job->a_decode);
+    decode_share(job);
     const mm_gemm* g = job->g;
     const int mr = job->kern->mr, w = job->kern->w, n = mr * w;
     const int64_t klen = job->ke - job->ks, as = mm_cpu_a_stride(klen);
     mm_cpu_buffers* buf = &job->bufs[atomic_fetch_add(&job->next_buf, 1)]; /* run_pass: one per thread */
     if (!buffers_make(buf, job)) return NULL; /* the other threads take this one's share */
-    const mm_cpu_panel panel = buf->panel;
+    const mm_cpu_panel panel = buf->panel; /* all of K only */
     float* scratch = buf->scratch;
-    uint8_t col_special[64], col_special_all[64];
+    uint8_t col_special[64];
     float *acc = scratch, *part = scratch + n, *red = scratch + 2 * n;
     const int64_t items = job->panels * job->chunks;
     int64_t have_panel = -1;
     for (;;) {
         const int64_t item = atomic_fetch_add(&job->next_item, 1);
         if (item >= items) break;
-        const int64_t p = item / job->chunks, ci = item % job->chunks;
+        /* K in segments: a row chunk's items in turn, one per panel (its A rows stay in L2);
+         * all of K: a panel's items in turn, one per row chunk (the thread's panel is kept) */
+        const int64_t p = job->state ? item % job->panels : item / job->chunks;
+        const int64_t ci = job->state ? item / job->panels : item % job->chunks;
         const int64_t j0 = (job->panel0 + p) * w;
-        if (p != have_panel) {
+        const mm_cpu_panel* pn = job->state ? &job->panel_set[p] : &panel;
+        if (!job->state && p != have_panel) {
             decode_b_panel(g, &job->lut_b, j0, w, job->kern->byte_order, job->plan.sign_paired, job->ks, job->ke,
                            &panel, col_special);
             have_panel = p;
-        }
-        if (job->state) {
-            /* a streamed K: the first row chunk's item adds this segment's NaN/Inf columns to
-             * the segments' before it; the last segment (which stores) adds none, but reads them
-             * with its own: so no item reads what another writes */
-            uint8_t* seen = job->col_special + p * w;
-            for (int c = 0; c < w; c++) {
-                if (job->last) col_special_all[c] = (uint8_t)(seen[c] | col_special[c]);
-                else if (ci == 0) seen[c] |= col_special[c];
-            }
         }
         const int64_t r0 = ci * job->chunk_rows;
         const int64_t r1 = r0 + job->chunk_rows < job->rows ? r0 + job->chunk_rows : job->rows;
         for (int64_t rt = r0; rt < r1; rt += mr) {
             const int rows = (int)(r1 - rt < mr ? r1 - rt : mr);
             const int64_t left = g->M - (job->row0 + rt); /* rows of A from rt on */
-            const mm_cpu_operands o = {job->a + rt * as, as, rows, left < rows ? (int)left : rows, panel.rec, panel.sign};
+            const mm_cpu_operands o = {job->a + rt * as, as, rows, left < rows ? (int)left : rows, pn->rec, pn->sign};
             if (job->state) {
-                tile_segment(job, rt, p, &o, acc, col_special_all);
+                tile_segment(job, rt, p, &o, acc, job->col_special + p * w);
                 continue;
             }
             prefetch_out(job, rt, rows, j0);
@@ -887,10 +903,12 @@ static void run_threads(mm_cpu_job* job, int threads) {
     for (int t = 0; t < started; t++) pthread_join(tid[t], NULL);
 }
 
-/* What run_pass's threads decode of A: rows [0, rows) of sub over k in [k0, k1). */
-static void a_decode_set(mm_cpu_job* job, const mm_gemm* sub, const mm_cpu_lut* lut, int32_t* a,
-                         uint8_t* row_special, int64_t rows, int64_t k0, int64_t k1) {
-    mm_cpu_a_decode* d = &job->a_decode;
+/* What run_pass's threads decode first: A's rows [0, rows) of sub over k in [k0, k1), and (K in
+ * segments) the pass's panels over the same k. */
+static void decode_set(mm_cpu_job* job, const mm_gemm* sub, const mm_cpu_lut* lut, int32_t* a,
+                       uint8_t* row_special, int64_t rows, int64_t k0, int64_t k1) {
+    mm_cpu_decode* d = &job->decode;
+    d->panels = job->panel_set;
     d->g = sub;
     d->lut = lut;
     d->out = a;
@@ -900,12 +918,16 @@ static void a_decode_set(mm_cpu_job* job, const mm_gemm* sub, const mm_cpu_lut* 
     d->k1 = k1;
 }
 
-/* Decodes the pass's rows of A (on its threads, job->a_decode) and runs its items (panel, row
- * chunk); MM_ERR_NO_MEMORY if no thread had its buffers. */
+/* Decodes the pass's rows of A (and, K in segments, its panels) on its threads (job->decode) and
+ * runs its items (panel, row chunk); MM_ERR_NO_MEMORY if no thread had its buffers. */
 static int run_pass(mm_cpu_job* job, int threads) {
     const int mr = job->kern->mr, step = job->kern->row_step;
     int64_t chunks, unit;
-    if (job->panels >= threads) {
+    if (job->state && job->panels >= threads) {
+        /* K in segments: chunks of seg_rows (whole tiles), each item one panel of its chunk */
+        chunks = (job->rows + job->seg_rows - 1) / job->seg_rows;
+        unit = mr;
+    } else if (job->panels >= threads) {
         /* Enough items for dynamic balancing (4 per thread), but whole panels when possible:
          * each item decodes its panel unless the thread's previous item had the same one. */
         chunks = (4 * (int64_t)threads + job->panels - 1) / job->panels;
@@ -928,7 +950,7 @@ static int run_pass(mm_cpu_job* job, int threads) {
     const int64_t items = job->panels * job->chunks;
     if (threads > items) threads = (int)items;
     if (threads > job->nbufs) threads = job->nbufs;
-    mm_cpu_a_decode* d = &job->a_decode;
+    mm_cpu_decode* d = &job->decode;
     d->per_item = (d->rows + 4 * threads - 1) / (4 * threads); /* 4 groups of rows per thread */
     atomic_store(&d->next, 0);
     atomic_store(&d->done, 0);
@@ -951,22 +973,34 @@ static int run_pass(mm_cpu_job* job, int threads) {
 #define MM_CPU_PANEL_BUDGET ((int64_t)4 << 20)
 #endif
 /* k per segment of a streamed K (rounded down to whole blocks or promotion intervals): small,
- * so the panel (1.3 MiB per thread at W = 16, 2.6 MiB at AVX2's W = 32 with its sign words)
- * stays in cache; each segment starts its threads anew (tens of microseconds), small against
- * its kernel work. */
+ * so a panel (1.3 MiB at W = 16, 2.6 MiB at AVX2's W = 32 with its sign words) stays in cache;
+ * each segment starts its threads anew (tens of microseconds), small against its kernel work. */
 #ifndef MM_CPU_STREAM_CHUNK
 #define MM_CPU_STREAM_CHUNK ((int64_t)16384)
 #endif
-/* Per-output state a streamed pass keeps across segments (4 bytes per output and reduction
+/* A large GEMM in short segments (run_segments, gemm_cpu's l2_segments): k per segment, and the
+ * least M. On the 2-core Zen 3 of benchmarks/results/cpu.md (512 KiB L2), against all of K
+ * (medians of the ratios of alternating runs): 512 x 5760 x 1920 0.98x (2 threads) and 1.16x
+ * (one), 2048^3 1.09x and 1.29x, 4096 x 5760 x 1920 1.19x; at M = 256 0.96x and 0.98x, 128 0.89x,
+ * 64 0.92x, 16 0.85x: a segment costs its decoding pass, its threads' start and its states'
+ * loads and stores, which a small M does not repay. */
+#ifndef MM_CPU_SEG_K
+#define MM_CPU_SEG_K ((int64_t)256)
+#endif
+#ifndef MM_CPU_SEG_MIN_M
+#define MM_CPU_SEG_MIN_M ((int64_t)512)
+#endif
+/* Per-output state a segmented pass keeps across segments (4 bytes per output and reduction
  * slot): the pass's columns are cut to fit. */
 #ifndef MM_CPU_STATE_BUDGET
 #define MM_CPU_STATE_BUDGET ((int64_t)16 << 20)
 #endif
 
-/* The last-level cache's size in bytes as Linux's sysfs gives it for CPU 0 (its largest cache of
- * level 3 or more), 0 where unknown. Not sysconf's _SC_LEVEL3_CACHE_SIZE: glibc gave 256 MiB for
- * the 32 MiB L3 of the Zen 3 machine of benchmarks/results/cpu.md (its whole socket's). */
-static int64_t llc_bytes(void) {
+/* The size in bytes of CPU 0's largest cache of a level in [lo, hi] as Linux's sysfs gives it,
+ * 0 where unknown: the last-level cache (3 and above) and L2. Not sysconf's
+ * _SC_LEVEL3_CACHE_SIZE: glibc gave 256 MiB for the 32 MiB L3 of the Zen 3 machine of
+ * benchmarks/results/cpu.md (its whole socket's). */
+static int64_t cache_bytes(int lo, int hi) {
     int64_t size = 0;
     for (int i = 0; i < 16; i++) {
         char path[96];
@@ -977,7 +1011,7 @@ static int64_t llc_bytes(void) {
         if (fscanf(f, "%d", &level) != 1) level = 0;
         fclose(f);
         snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
-        if (level < 3 || !(f = fopen(path, "r"))) continue;
+        if (level < lo || level > hi || !(f = fopen(path, "r"))) continue;
         long long n = 0;
         char unit = 0;
         const int got = fscanf(f, "%lld%c", &n, &unit);
@@ -991,7 +1025,7 @@ static int64_t llc_bytes(void) {
     return size;
 }
 
-/* Decoded A rows per pass (run_whole, run_streamed), in bytes: every panel of a pass reads all of
+/* Decoded A rows per pass (run_whole, run_segments), in bytes: every panel of a pass reads all of
  * them, so a pass should stay in the last-level cache: a quarter of it (the rest holds the
  * threads' panels and what else shares it, on a virtual machine other guests' data too), at
  * least MM_CPU_A_PASS_MIN and at most MM_CPU_A_BUDGET (which it is where the cache's size is
@@ -1002,12 +1036,22 @@ static int64_t llc_bytes(void) {
 #ifndef MM_CPU_A_PASS_MIN
 #define MM_CPU_A_PASS_MIN ((int64_t)4 << 20)
 #endif
-static int64_t a_pass_limit;
+/* L2's size where sysfs does not say it (seg_chunk_rows). */
+#ifndef MM_CPU_L2_DEFAULT
+#define MM_CPU_L2_DEFAULT ((int64_t)512 << 10)
+#endif
+static int64_t a_pass_limit, l2_size;
 static char a_pass_text[160]; /* what mmaemu_cpu_a_pass says */
 static pthread_once_t a_pass_once = PTHREAD_ONCE_INIT;
 
 static void a_pass_init(void) {
-    const int64_t llc = llc_bytes();
+#ifdef MM_CPU_L2_BYTES /* test builds: a tiny L2, so that small GEMMs take short segments */
+    l2_size = MM_CPU_L2_BYTES;
+#else
+    const int64_t l2 = cache_bytes(2, 2);
+    l2_size = l2 > 0 ? l2 : MM_CPU_L2_DEFAULT;
+#endif
+    const int64_t llc = cache_bytes(3, 99);
     int64_t bytes = llc > 0 ? llc / 4 : MM_CPU_A_BUDGET;
     if (bytes < MM_CPU_A_PASS_MIN) bytes = MM_CPU_A_PASS_MIN;
     a_pass_limit = bytes < MM_CPU_A_BUDGET ? bytes : MM_CPU_A_BUDGET;
@@ -1025,6 +1069,22 @@ static int64_t a_pass_rows(int64_t row_bytes, int mr) {
     pthread_once(&a_pass_once, a_pass_init);
     const int64_t rows = a_pass_limit / row_bytes / mr * mr;
     return rows < mr ? mr : rows;
+}
+
+/* Rows per row chunk of a segmented pass (run_segments): as many whole tiles of decoded A rows
+ * of kc k as half of L2 holds (the other half for the panel in use and the tile's state), at
+ * least one tile. */
+static int64_t seg_chunk_rows(int64_t kc, int mr) {
+    pthread_once(&a_pass_once, a_pass_init);
+    const int64_t rows = l2_size / 2 / (4 * mm_cpu_a_stride(kc)) / mr * mr;
+    return rows < mr ? mr : rows;
+}
+
+/* Whether a tile over all of K keeps its working set (its A rows and its panel) in half of L2;
+ * where it does not, each panel reads the tile's A rows from L3 or memory. */
+static int whole_k_fits_l2(int64_t K, int mr, int w, int signs) {
+    pthread_once(&a_pass_once, a_pass_init);
+    return 4 * (mr * mm_cpu_a_stride(K) + panel_words(K, w, signs)) <= l2_size / 2;
 }
 
 const char* mmaemu_cpu_a_pass(void) {
@@ -1054,7 +1114,7 @@ static int run_whole(mm_cpu_job* job, const mm_cpu_lut* lut_a, int threads) {
         sub.a = g->a + row0 * g->lda;
         sub.M = g->M - row0 < rows ? g->M - row0 : rows;
         memset(row_special, 0, (size_t)rows);
-        a_decode_set(job, &sub, lut_a, a, row_special, rows, 0, g->K);
+        decode_set(job, &sub, lut_a, a, row_special, rows, 0, g->K);
         job->a = a;
         job->row_special = row_special;
         job->row0 = row0;
@@ -1066,10 +1126,19 @@ static int run_whole(mm_cpu_job* job, const mm_cpu_lut* lut_a, int threads) {
     return rc;
 }
 
-/* A long K in segments of at most kc (a multiple of unit, the k a resumed split state must
- * start on): per pass of rows and columns, every segment's A rows and panels are decoded and
- * each output's split state carried to the next segment; memory is bounded by the budgets. */
-static int run_streamed(mm_cpu_job* job, const mm_cpu_lut* lut_a, int64_t kc, int64_t unit,
+/* Decoded B panels a segmented pass holds at once (every panel of its columns, job->panel_set):
+ * its columns are cut to fit. */
+#ifndef MM_CPU_SEG_PANEL_BUDGET
+#define MM_CPU_SEG_PANEL_BUDGET ((int64_t)16 << 20)
+#endif
+
+/* K in segments of at most kc (a multiple of unit, the k a resumed split state must start on):
+ * per pass of rows and columns, every segment's A rows and panels are decoded once and each
+ * output's split state carried to the next segment; memory is bounded by the budgets. A long
+ * K takes this form so that memory stays bounded; a large GEMM takes it with short segments
+ * (segment_k) so that a row chunk's decoded A stays in L2 while the pass's panels run on it,
+ * where all of K read a tile's A rows from L3 or memory once per panel. */
+static int run_segments(mm_cpu_job* job, const mm_cpu_lut* lut_a, int64_t kc, int64_t unit,
                         int threads) {
     const mm_gemm* g = job->g;
     const int mr = job->kern->mr, w = job->kern->w;
@@ -1081,17 +1150,24 @@ static int run_streamed(mm_cpu_job* job, const mm_cpu_lut* lut_a, int64_t kc, in
     if (pass_rows > m_pad_all) pass_rows = m_pad_all;
     job->nred = splits <= 1 ? 0 : g->scheme == MM_SCHEME_PAIRWISE ? mm_bitlen64((uint64_t)splits) : 1;
     int64_t pass_panels = MM_CPU_STATE_BUDGET / (4 * (1 + job->nred) * pass_rows * w);
+    const int64_t panel_bytes = 4 * panel_words(kc, w, job->signs);
+    if (pass_panels > MM_CPU_SEG_PANEL_BUDGET / panel_bytes) pass_panels = MM_CPU_SEG_PANEL_BUDGET / panel_bytes;
     if (pass_panels < 1) pass_panels = 1;
     if (pass_panels > all_panels) pass_panels = all_panels;
     const int64_t outputs = pass_rows * pass_panels * w;
+    job->seg_rows = seg_chunk_rows(kc, mr);
+    mm_cpu_panel* panel_set = calloc((size_t)pass_panels, sizeof(mm_cpu_panel));
+    int panels_made = panel_set != NULL;
+    for (int64_t i = 0; panels_made && i < pass_panels; i++) panels_made = panel_alloc(&panel_set[i], kc, w, job->signs);
     int32_t* a = a_buffer_take(sizeof(int32_t) * (size_t)(pass_rows * mm_cpu_a_stride(kc)));
     uint8_t* row_special = malloc((size_t)pass_rows);
     uint8_t* col_special = malloc((size_t)(pass_panels * w));
     float* state = alloc_lines(sizeof(float) * (size_t)outputs);
     float* red = job->nred ? alloc_lines(sizeof(float) * (size_t)(outputs * job->nred)) : NULL;
-    int rc = a && row_special && col_special && state && (red || !job->nred) ? MM_OK : MM_ERR_NO_MEMORY;
+    int rc = a && row_special && col_special && state && (red || !job->nred) && panels_made ? MM_OK : MM_ERR_NO_MEMORY;
     job->state = state;
     job->red = red;
+    job->panel_set = panel_set;
     job->col_special = col_special;
     job->a = a;
     job->row_special = row_special;
@@ -1108,12 +1184,12 @@ static int run_streamed(mm_cpu_job* job, const mm_cpu_lut* lut_a, int64_t kc, in
         for (int64_t p0 = 0; p0 < all_panels && rc == MM_OK; p0 += pass_panels) {
             job->panel0 = p0;
             job->panels = all_panels - p0 < pass_panels ? all_panels - p0 : pass_panels;
-            memset(col_special, 0, (size_t)(job->panels * w)); /* the workers gather them */
+            memset(col_special, 0, (size_t)(job->panels * w)); /* the panels' decoders gather them */
             for (int64_t ks = 0; ks < g->K && rc == MM_OK; ks = job->ke) {
                 job->ks = ks;
                 job->ke = segment_end(g->K, split_chunk, ks, kc, unit);
                 job->last = job->ke == g->K;
-                a_decode_set(job, &sub, lut_a, a, row_special, rows, ks, job->ke);
+                decode_set(job, &sub, lut_a, a, row_special, rows, ks, job->ke);
                 rc = run_pass(job, threads);
             }
         }
@@ -1123,6 +1199,8 @@ static int run_streamed(mm_cpu_job* job, const mm_cpu_lut* lut_a, int64_t kc, in
     free(col_special);
     free(state);
     free(red);
+    for (int64_t i = 0; panel_set && i < pass_panels; i++) free(panel_set[i].rec);
+    free(panel_set);
     return rc;
 }
 
@@ -1168,6 +1246,12 @@ static int gemm_cpu(const mm_gemm* g, int threads) {
     int64_t kc = MM_CPU_STREAM_CHUNK; /* within both budgets, whole units */
     if (kc > panel_k_within(MM_CPU_PANEL_BUDGET / 4, w, job->signs)) kc = panel_k_within(MM_CPU_PANEL_BUDGET / 4, w, job->signs);
     if (kc > mm_cpu_a_k_within(MM_CPU_A_BUDGET / (4 * mr))) kc = mm_cpu_a_k_within(MM_CPU_A_BUDGET / (4 * mr));
+    /* A large GEMM whose tiles over all of K outgrow L2 in short segments (run_segments), so a
+     * row chunk's A stays in L2 (not the round-robin split layout: whole-K tiles only) */
+    const int rr = g->splits > 1 && g->preset.split_rr_tile > 0;
+    const int l2_segments = whole && !rr && g->K >= 2 * MM_CPU_SEG_K && g->M >= MM_CPU_SEG_MIN_M &&
+                            !whole_k_fits_l2(g->K, mr, w, job->signs);
+    if (l2_segments) kc = MM_CPU_SEG_K;
     kc = kc / unit * unit;
     if (kc < unit) kc = unit;
     if (!whole && ((int64_t)4 * panel_words(kc, w, job->signs) > MM_CPU_PANEL_BUDGET ||
@@ -1184,12 +1268,13 @@ static int gemm_cpu(const mm_gemm* g, int threads) {
     /* Small problems are not worth a thread start (tens of microseconds). */
     if ((double)g->M * (double)g->N * (double)(g->K + 1) < (double)(1 << 18)) threads = 1;
     if (threads > MM_CPU_MAX_THREADS) threads = MM_CPU_MAX_THREADS; /* run_pass: no more than items */
-    job->klen = whole ? g->K : kc;
+    const int segmented = !whole || l2_segments;
+    job->klen = segmented ? kc : g->K;
     job->bufs = calloc((size_t)threads, sizeof(mm_cpu_buffers));
     job->nbufs = job->bufs ? threads : 0;
-    rc = !job->bufs ? MM_ERR_NO_MEMORY
-         : whole   ? run_whole(job, &lut_a, threads)
-                   : run_streamed(job, &lut_a, kc, unit, threads);
+    rc = !job->bufs   ? MM_ERR_NO_MEMORY
+         : segmented ? run_segments(job, &lut_a, kc, unit, threads)
+                     : run_whole(job, &lut_a, threads);
     buffers_free(job);
     free(job);
     return rc;

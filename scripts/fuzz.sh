@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer harness test/fuzz/fuzz_gemm.c (clang, AddressSanitizer and
 # UndefinedBehaviorSanitizer, every finding fatal) and runs it for the given number of seconds
-# (default 60; half with the default decode budgets, half with budgets that make the cpu
-# backend stream K in segments), starting from the seed corpus test/fuzz/corpus/. New inputs go to a scratch
+# (default 60; a third each with the default decode budgets, with budgets that make the cpu
+# backend stream K in segments, and with a tiny L2 that makes it take short segments), starting from the seed corpus test/fuzz/corpus/. New inputs go to a scratch
 # corpus under build/fuzz/, never into the repository. Exit status 0: nothing found; non-zero:
 # a crash, sanitizer report or bit mismatch, with the input saved under build/fuzz/artifacts/
 # (replay it with: build/fuzz/fuzz_gemm build/fuzz/artifacts/crash-...).
@@ -28,13 +28,16 @@ build() { # build NAME EXTRA_FLAGS...
         -Icsrc test/fuzz/fuzz_gemm.c csrc/core.c csrc/reference.c csrc/cpu_*.c \
         -pthread -lm -o "$out/$name"
 }
+# and a tiny L2, so that every K of 128 or more runs in short segments row chunk by row chunk
+L2_FLAGS=(-DMM_CPU_L2_BYTES=4096 -DMM_CPU_SEG_K=64 -DMM_CPU_SEG_MIN_M=1)
 build fuzz_gemm
 build fuzz_gemm_stream "${STREAM_FLAGS[@]}"
+build fuzz_gemm_l2seg "${L2_FLAGS[@]}"
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:${ASAN_OPTIONS:-}"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"
-half=$(( (seconds + 1) / 2 ))
-for exe in fuzz_gemm fuzz_gemm_stream; do
-    echo "fuzz.sh: $exe for ${half}s"
-    "$out/$exe" -max_total_time="$half" -timeout=20 -rss_limit_mb=2048 -max_len=4096 \
+third=$(( (seconds + 2) / 3 ))
+for exe in fuzz_gemm fuzz_gemm_stream fuzz_gemm_l2seg; do
+    echo "fuzz.sh: $exe for ${third}s"
+    "$out/$exe" -max_total_time="$third" -timeout=20 -rss_limit_mb=2048 -max_len=4096 \
         -print_final_stats=1 -artifact_prefix="$out/artifacts/" "$out/corpus" test/fuzz/corpus
 done

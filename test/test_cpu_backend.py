@@ -164,6 +164,18 @@ def test_threads_and_paths_agree_on_a_larger_gemm(preset, fast):
     check_all_paths(dict(BASE, preset=preset, fast=fast), x, w)
 
 
+@pytest.mark.parametrize("preset", PRESETS)
+def test_a_gemm_whose_tiles_outgrow_l2_runs_in_segments_with_the_reference_bits(preset):
+    """512 x 48 x 1024: a tile's A rows and panel over all of K outgrow half of a 512 KiB L2, so
+    it runs in segments of 256 k, its row chunks' A kept in L2 (csrc/cpu_fast.c, whole_k_fits_l2;
+    on a CPU with a larger L2 it runs over all of K), both accumulation modes."""
+    rng = np.random.default_rng(23)
+    x = as_fp8(fp8_codes(rng, 512, 1024, "e4m3", "clustered"), "e4m3")
+    w = as_fp8(fp8_codes(rng, 48, 1024, "e4m3", "uniform"), "e4m3")
+    for fast in (True, False):
+        check_all_paths(dict(BASE, preset=preset, fast=fast), x, w)
+
+
 def test_the_kept_a_buffer_serves_smaller_and_larger_gemms_after_it():
     """The buffer of decoded A rows outlives its call (csrc/cpu_fast.c, a_buffer_take): a GEMM
     after a larger one reads none of the rows that one left in it, and one after a smaller one
@@ -353,8 +365,14 @@ STREAM_K = ["-DMM_CPU_PANEL_BUDGET=49152", "-DMM_CPU_A_BUDGET=16384", "-DMM_CPU_
             "-DMM_CPU_STATE_BUDGET=2048"]
 
 
-@pytest.mark.parametrize("flags", [[], NARROW_GRID, STREAM_K, STREAM_K + NARROW_GRID],
-                         ids=["build", "fallback-compose", "stream-k", "stream-k-fallback-compose"])
+# A tiny L2 (cpu_fast.c, whole_k_fits_l2): every GEMM with K of 128 or more runs in segments of
+# 64 k (rounded to whole blocks or promotion intervals), row chunk by row chunk, its panels decoded
+# once per segment (run_segments), as large GEMMs do on CPUs whose L2 their tiles outgrow.
+L2_SEGMENTS = ["-DMM_CPU_L2_BYTES=4096", "-DMM_CPU_SEG_K=64", "-DMM_CPU_SEG_MIN_M=1"]
+
+
+@pytest.mark.parametrize("flags", [[], NARROW_GRID, STREAM_K, STREAM_K + NARROW_GRID, L2_SEGMENTS],
+                         ids=["build", "fallback-compose", "stream-k", "stream-k-fallback-compose", "l2-segments"])
 def test_random_preset_parameters_in_c(tmp_path, flags):
     """Presets with any parameters the plan checks accept (block 1..64, frac 0..30, keep 1..40),
     which reach the narrow, split and wide kernels; test/c/cpu_simd_check.c against the reference."""
@@ -364,8 +382,8 @@ def test_random_preset_parameters_in_c(tmp_path, flags):
 
 
 @pytest.mark.parametrize("flags,count", [([], "popcnt"), ([], "nibbles"), (NARROW_GRID, "popcnt"),
-                                         (STREAM_K, "popcnt")],
-                         ids=["build", "build-nibble-count", "fallback-compose", "stream-k"])
+                                         (STREAM_K, "popcnt"), (L2_SEGMENTS, "popcnt")],
+                         ids=["build", "build-nibble-count", "fallback-compose", "stream-k", "l2-segments"])
 def test_avx512_kernel_on_emulated_intrinsics(tmp_path, flags, count):
     """The AVX-512 kernel's source built against SIMDe (portable C for every intrinsic) and
     compared with the reference by test/c/cpu_simd_check.c. Runs on CPUs without AVX-512. Both
