@@ -21,13 +21,10 @@
 
 #if defined(__x86_64__) && defined(__GNUC__)
 
+#include "cpu_pipes_common.h"
+
 enum { STEPS = 4000000 };
 
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 /* Registers (the k-step loops): sums T in zmm0-15, B values zmm16-19, A value zmm20, thresholds zmm21-24, counts
  * zmm25-28, scratch zmm29-30, the constant one zmm31. %1: B record (exponents at 0, low bytes at
@@ -117,7 +114,7 @@ int main(int argc, char** argv) {
     const double ghz = argc > 1 ? atof(argv[1]) : 3.56;
     memset(b_rec, 0, sizeof b_rec);
     memset(a_words, 0, sizeof a_words);
-    static const struct { const char* name; double (*run)(void); } loops[] = {
+    static const pipe_loop loops[] = {
         {"16 FMAs with their loads", fmas},
         {"  + the count (kernel's form)", fmas_count},
         {"  + the count + pass 1 in the same loop", fmas_count_pass1},
@@ -138,14 +135,7 @@ int main(int argc, char** argv) {
         {"  + 8 vptestmb into a mask", beside_ptestmb},
     };
     printf("cycles per k step of a 4 x 64 tile (256 products) at %.2f GHz, best of 3\n", ghz);
-    for (size_t i = 0; i < sizeof loops / sizeof loops[0]; i++) {
-        double best = 1e9;
-        for (int rep = 0; rep < 3; rep++) {
-            const double t = loops[i].run();
-            if (t < best) best = t;
-        }
-        printf("  %-42s %6.2f\n", loops[i].name, best * ghz * 1e9);
-    }
+    report_loops(loops, sizeof loops / sizeof loops[0], ghz);
     return 0;
 }
 

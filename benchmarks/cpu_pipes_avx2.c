@@ -19,13 +19,10 @@
 
 #if defined(__x86_64__) && defined(__GNUC__)
 
+#include "cpu_pipes_common.h"
+
 enum { STEPS = 20000000 };
 
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 static float buf[1024] __attribute__((aligned(64)));
 
@@ -90,7 +87,7 @@ __attribute__((noinline)) static double clock_ghz(void) {
 }
 
 int main(void) {
-    static const struct { const char* name; double (*run)(void); } loops[] = {
+    static const pipe_loop loops[] = {
         {"FMA loop's k step (12 FMAs, 9 loads)", fma_step},
         {"12 FMAs, no loads", fmas_only},
         {"pass 1's k step (4 loads, 6 integer ops)", pass1_step},
@@ -107,14 +104,7 @@ int main(void) {
         if (g > ghz) ghz = g;
     }
     printf("cycles per loop step at the measured %.2f GHz, best of 3\n", ghz);
-    for (size_t i = 0; i < sizeof loops / sizeof loops[0]; i++) {
-        double best = 1e9;
-        for (int rep = 0; rep < 3; rep++) {
-            const double t = loops[i].run();
-            if (t < best) best = t;
-        }
-        printf("  %-44s %6.2f\n", loops[i].name, best * ghz * 1e9);
-    }
+    report_loops(loops, sizeof loops / sizeof loops[0], ghz);
     return 0;
 }
 
