@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Static checks of the C core: every csrc/*.c (with the kernel headers it includes), the fuzz
-# harness, the C programs the tests build (test/c) and benchmarks/cpu_pipes*.c must compile
+# harness, the C programs the tests build (test/c) and the C benchmarks (benchmarks/*.c) must compile
 # without a single warning under -Wall -Wextra with gcc (and clang when installed), at -O0 and
 # -O2 (some warnings need the optimiser), with the exact-arithmetic flags of csrc/flags.txt; the
 # public headers must also be warning-free as C++ (the torch shim includes them), and cppcheck
@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 read -ra EXACT <<< "$(sed -n 's/^c: //p' csrc/flags.txt)"   # the flags the bits depend on
 FLAGS=("${EXACT[@]}" -Wall -Wextra -Werror -Icsrc -Icsrc/kernels)
-sources=(csrc/*.c test/fuzz/fuzz_gemm.c test/fuzz/replay_main.c test/c/*.c benchmarks/cpu_pipes.c benchmarks/cpu_pipes_avx2.c)
+sources=(csrc/*.c test/fuzz/fuzz_gemm.c test/fuzz/replay_main.c test/c/*.c benchmarks/cpu_pipes.c benchmarks/cpu_pipes_avx2.c benchmarks/cpu_tile_share.c)
 compilers=(gcc)
 command -v clang >/dev/null && compilers+=(clang)
 for cc in "${compilers[@]}"; do
