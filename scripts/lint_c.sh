@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 read -ra EXACT <<< "$(sed -n 's/^c: //p' csrc/flags.txt)"   # the flags the bits depend on
 FLAGS=("${EXACT[@]}" -Wall -Wextra -Werror -Icsrc -Icsrc/kernels)
-sources=(csrc/*.c test/fuzz/fuzz_gemm.c test/fuzz/replay_main.c test/c/*.c benchmarks/cpu_pipes.c benchmarks/cpu_pipes_avx2.c benchmarks/cpu_tile_share.c)
+sources=(csrc/*.c test/fuzz/fuzz_gemm.c test/fuzz/replay_main.c test/c/*.c benchmarks/*.c)
 compilers=(gcc)
 command -v clang >/dev/null && compilers+=(clang)
 for cc in "${compilers[@]}"; do
