@@ -17,14 +17,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #if defined(__x86_64__) && defined(__GNUC__)
 
 #include "cpu_pipes_common.h"
 
 enum { STEPS = 4000000 };
-
 
 /* Registers (the k-step loops): sums T in zmm0-15, B values zmm16-19, A value zmm20, thresholds zmm21-24, counts
  * zmm25-28, scratch zmm29-30, the constant one zmm31. %1: B record (exponents at 0, low bytes at

@@ -15,14 +15,12 @@
  * x86-64; prints nothing useful elsewhere. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
-#include <time.h>
 
 #if defined(__x86_64__) && defined(__GNUC__)
 
 #include "cpu_pipes_common.h"
 
 enum { STEPS = 20000000 };
-
 
 static float buf[1024] __attribute__((aligned(64)));
 

@@ -432,18 +432,17 @@ static int probe_operands(const mm_cpu_kernel* k, mm_cpu_probe_set* ps) {
     return 1;
 }
 
-/* The probe's plan: hopper fast (block 32, frac 13, 14 bits kept) over the probe's K. */
+/* The probe's plan: what plan_make makes of a hopper fast E4M3 GEMM over the probe's K. */
 static mm_cpu_plan probe_plan(void) {
+    mm_gemm g;
+    memset(&g, 0, sizeof g);
+    g.K = MM_CPU_PROBE_K;
+    g.fmt_a = g.fmt_b = MM_FMT_E4M3;
+    g.fast_accum = 1;
+    g.preset = mm_preset_get(MM_PRESET_HOPPER);
     mm_cpu_plan plan;
     memset(&plan, 0, sizeof plan);
-    plan.K = MM_CPU_PROBE_K;
-    plan.block = 32;
-    plan.frac = 13;
-    plan.keep = 14;
-    plan.promote_k = 128;
-    plan.fast = 1;
-    plan.rz = 1;
-    plan.keep_mask = ~((1u << 10) - 1u);
+    plan_make(&g, &plan);
     return plan;
 }
 
