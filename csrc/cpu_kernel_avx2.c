@@ -166,17 +166,20 @@ MM_AVX2 __attribute__((noinline)) static void pass1_group(const int32_t* a0, con
 }
 
 /* Pass 1: the products' largest alignment exponent over a block of n, 32 columns per byte vector,
- * raised to MM_CPU_E_FLOOR, into E8 (row r at E8[r], coded: lanes_e reads them). */
+ * raised to MM_CPU_E_FLOOR, into E8 (row r at E8[r], coded: lanes_e reads them). pf and npf,
+ * the AVX-512 kernel's prefetch of A's rows, are not used: both forms here leave A's rows to the
+ * hardware prefetcher (without it the split form ran 1.09x at 2048^3, benchmarks/results/cpu.md). */
 MM_AVX2_INLINE void pass1_rows(const int32_t* ak, int64_t as, const int32_t* bk, int n, uint8_t E8[MR][W],
                                const int32_t* pf, int npf, const int R) {
-    if (R == MR && npf == 0) {
+    (void)pf;
+    (void)npf;
+    if (R == MR) {
         pass1_group(ak, ak + as, ak + 2 * as, bk, n, E8);
         return;
     }
     __m256i e[MR];
     for (int r = 0; r < R; r++) e[r] = _mm256_set1_epi8((char)(MM_CPU_E_FLOOR + 2 * MM_CPU_E_CODE_OFFSET));
     for (int k = 0; k < n; k++) {
-        if (k < npf) mm_cpu_prefetch_a_line(pf, as, R, k);
         const __m256i eb = _mm256_loadu_si256((const __m256i*)(const void*)(bk + (int64_t)k * STRIDE));
         const int32_t* ar = ak + MM_CPU_A_WORDS * k;
         for (int r = 0; r < R; r++)
@@ -186,20 +189,28 @@ MM_AVX2_INLINE void pass1_rows(const int32_t* ak, int64_t as, const int32_t* bk,
 }
 
 /* Pass 2 over k in [k_begin, k_end) of a block: S += trunc((a * b) * 2^-grid), the scaling
- * an integer add G to the product's exponent field (cpu_fast.h, MM_CPU_A_BIAS). */
+ * an integer add G to the product's exponent field (cpu_fast.h, MM_CPU_A_BIAS). Row by row over
+ * the block's k: a row's 4 sums and 4 scalings stay in registers, B's vectors are the multiplies'
+ * memory operands (the block's records in L1); with the rows inside the k loop the 12 sums and
+ * 12 scalings spilled, and every sum went through memory each k step. */
 MM_AVX2_INLINE void pass2(const int32_t* ak, int64_t as, const int32_t* bk, int k_begin,
                           int k_end, const __m256i G[MR][NV], __m256i S[MR][NV], const int R) {
-    for (int k = k_begin; k < k_end; k++) {
-        const mm_cpu_f32* vb = mm_cpu_cvalues(bk + (int64_t)k * STRIDE + MM_CPU_PANEL_V(W));
-        __m256 bv[NV];
-        for (int v = 0; v < NV; v++) bv[v] = _mm256_loadu_ps(vb + v * VL);
-        for (int r = 0; r < R; r++) {
-            const __m256 av = _mm256_broadcast_ss(mm_cpu_cvalues(ak + r * as + MM_CPU_A_WORDS * k + MM_CPU_A_V));
+    for (int r = 0; r < R; r++) {
+        __m256i g[NV], sum[NV];
+        for (int v = 0; v < NV; v++) {
+            g[v] = G[r][v];
+            sum[v] = S[r][v];
+        }
+        const int32_t* ar = ak + r * as;
+        for (int k = k_begin; k < k_end; k++) {
+            const mm_cpu_f32* vb = mm_cpu_cvalues(bk + (int64_t)k * STRIDE + MM_CPU_PANEL_V(W));
+            const __m256 av = _mm256_broadcast_ss(mm_cpu_cvalues(ar + MM_CPU_A_WORDS * k + MM_CPU_A_V));
             for (int v = 0; v < NV; v++) {
-                const __m256i q = _mm256_add_epi32(_mm256_castps_si256(_mm256_mul_ps(av, bv[v])), G[r][v]);
-                S[r][v] = _mm256_add_epi32(S[r][v], _mm256_cvttps_epi32(_mm256_castsi256_ps(q)));
+                const __m256i q = _mm256_add_epi32(_mm256_castps_si256(_mm256_mul_ps(av, _mm256_loadu_ps(vb + v * VL))), g[v]);
+                sum[v] = _mm256_add_epi32(sum[v], _mm256_cvttps_epi32(_mm256_castsi256_ps(q)));
             }
         }
+        for (int v = 0; v < NV; v++) S[r][v] = sum[v];
     }
 }
 
@@ -448,12 +459,8 @@ MM_AVX2_INLINE void chain_rows(const mm_cpu_plan* p, const mm_cpu_operands* o, i
         const int n = (int)(k1 - kb < p->block ? k1 - kb : p->block);
         const int32_t* ak = a + MM_CPU_A_WORDS * kb;
         const int32_t* bk = b + kb * STRIDE;
-        /* A's rows stream from L3 or memory: pass 1 fetches the block after next. */
         uint8_t E8[MR][W];
-        const int npf = kb + 2 * p->block < k1 ? R * mm_cpu_a_lines(p->block) : 0;
-        const int32_t* pf = ak + MM_CPU_A_WORDS * 2 * p->block;
-        for (int i = n; i < npf; i++) mm_cpu_prefetch_a_line(pf, as, R, i);
-        pass1_rows(ak, as, bk, n, E8, pf, npf, R);
+        pass1_rows(ak, as, bk, n, E8, ak, 0, R);
         /* E with C's exponent, s = 2^(frac - E), S = trunc(C * s). E itself is not kept: the
          * grid is recovered from s (exact unless E was raised to the floor, and then S = 0). */
         __m256i S[MR][NV], G[MR][NV];
