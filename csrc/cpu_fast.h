@@ -353,13 +353,4 @@ static inline void mm_cpu_compose_lanes(int32_t* o, const int32_t* s1, const int
             o[l] = (int32_t)mm_cpu_compose((int64_t)s1[l] + s2[l], grid[l], keep);
 }
 
-/* The SIMD kernels' prefetch of A in their multiply and split forms (chain_rows; the FMA form
- * leaves A to the hardware): a block of n k of an mr-row group holds mr * mm_cpu_a_lines(n)
- * 64-byte lines of A words (MM_CPU_A_WORDS * n words per row); line i of the group's block at
- * pf, the rows taken in turn (as: the row stride in words). */
-static inline int mm_cpu_a_lines(int n) { return (MM_CPU_A_WORDS * n + 15) / 16; }
-static inline void mm_cpu_prefetch_a_line(const int32_t* pf, int64_t as, int mr, int i) {
-    __builtin_prefetch(pf + (i % mr) * as + 16 * (i / mr), 0, 3);
-}
-
 #endif /* MMAEMU_CPU_FAST_H */

@@ -271,6 +271,15 @@ MM_AVX512_INLINE void pass2(const int32_t* ak, int64_t as, const int32_t* bk, in
 }
 
 
+/* The prefetch of A in the multiply and split forms (chain_rows; the FMA form, and every form of
+ * the AVX2 kernel, leave A to the hardware): a block of n k of an mr-row group holds
+ * mr * a_lines(n) 64-byte lines of A words (MM_CPU_A_WORDS * n words per row); line i of the
+ * group's block at pf, the rows taken in turn (as: the row stride in words). */
+static inline int a_lines(int n) { return (MM_CPU_A_WORDS * n + 15) / 16; }
+static inline void prefetch_a_line(const int32_t* pf, int64_t as, int mr, int i) {
+    __builtin_prefetch(pf + (i % mr) * as + 16 * (i / mr), 0, 3);
+}
+
 /* Pass 1: the products' largest alignment exponent over a block of n, 64 columns per byte vector
  * (sums of the coded exponents, cpu_fast.h, MM_CPU_E_CODED), raised to MM_CPU_E_FLOOR (a block of
  * zero products and a zero C takes the floor's grid, as mm_cpu_scale does), into E8 (row r at
@@ -280,7 +289,7 @@ MM_AVX512_INLINE void pass1_rows(const int32_t* ak, int64_t as, const int32_t* b
     __m512i e[MR];
     for (int r = 0; r < R; r++) e[r] = _mm512_set1_epi8((char)(MM_CPU_E_FLOOR + 2 * MM_CPU_E_CODE_OFFSET));
     for (int64_t k = 0; k < n; k++) {
-        if (k < npf) mm_cpu_prefetch_a_line(pf, as, R, (int)k);
+        if (k < npf) prefetch_a_line(pf, as, R, (int)k);
         const __m512i eb = _mm512_loadu_si512((const void*)(bk + k * STRIDE));
         const int32_t* ar = ak + MM_CPU_A_WORDS * k;
         for (int r = 0; r < R; r++)
@@ -594,9 +603,9 @@ MM_AVX512_INLINE void chain_rows(const mm_cpu_plan* p, const mm_cpu_operands* o,
          * hardware prefetcher lags on: this form fetches the block after next from pass 1 (the
          * FMA form, chain_rz, leaves its tile's rows to the hardware: rz_block_rows). */
         uint8_t E8[MR][W];
-        const int npf = kb + 2 * p->block < k1 ? R * mm_cpu_a_lines(p->block) : 0;
+        const int npf = kb + 2 * p->block < k1 ? R * a_lines(p->block) : 0;
         const int32_t* pf = ak + MM_CPU_A_WORDS * 2 * p->block;
-        for (int i = n; i < npf; i++) mm_cpu_prefetch_a_line(pf, as, R, i); /* more lines than k steps */
+        for (int i = n; i < npf; i++) prefetch_a_line(pf, as, R, i); /* more lines than k steps */
         pass1_rows(ak, as, bk, n, E8, pf, npf, R);
         /* E with C's exponent, s = 2^(frac - E), S = trunc(C * s); the grid is later recovered
          * from s (as in the AVX2 kernel). */
