@@ -166,13 +166,11 @@ MM_AVX2 __attribute__((noinline)) static void pass1_group(const int32_t* a0, con
 }
 
 /* Pass 1: the products' largest alignment exponent over a block of n, 32 columns per byte vector,
- * raised to MM_CPU_E_FLOOR, into E8 (row r at E8[r], coded: lanes_e reads them). pf and npf,
- * the AVX-512 kernel's prefetch of A's rows, are not used: both forms here leave A's rows to the
- * hardware prefetcher (without it the split form ran 1.09x at 2048^3, benchmarks/results/cpu.md). */
+ * raised to MM_CPU_E_FLOOR, into E8 (row r at E8[r], coded: lanes_e reads them). Both forms here
+ * leave A's rows to the hardware prefetcher (a prefetch in the split form's pass 1, as the AVX-512
+ * kernel has, ran 0.92x at 2048^3: benchmarks/results/cpu.md). */
 MM_AVX2_INLINE void pass1_rows(const int32_t* ak, int64_t as, const int32_t* bk, int n, uint8_t E8[MR][W],
-                               const int32_t* pf, int npf, const int R) {
-    (void)pf;
-    (void)npf;
+                               const int R) {
     if (R == MR) {
         pass1_group(ak, ak + as, ak + 2 * as, bk, n, E8);
         return;
@@ -460,7 +458,7 @@ MM_AVX2_INLINE void chain_rows(const mm_cpu_plan* p, const mm_cpu_operands* o, i
         const int32_t* ak = a + MM_CPU_A_WORDS * kb;
         const int32_t* bk = b + kb * STRIDE;
         uint8_t E8[MR][W];
-        pass1_rows(ak, as, bk, n, E8, ak, 0, R);
+        pass1_rows(ak, as, bk, n, E8, R);
         /* E with C's exponent, s = 2^(frac - E), S = trunc(C * s). E itself is not kept: the
          * grid is recovered from s (exact unless E was raised to the floor, and then S = 0). */
         __m256i S[MR][NV], G[MR][NV];

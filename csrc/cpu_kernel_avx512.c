@@ -283,9 +283,9 @@ static inline void prefetch_a_line(const int32_t* pf, int64_t as, int mr, int i)
 /* Pass 1: the products' largest alignment exponent over a block of n, 64 columns per byte vector
  * (sums of the coded exponents, cpu_fast.h, MM_CPU_E_CODED), raised to MM_CPU_E_FLOOR (a block of
  * zero products and a zero C takes the floor's grid, as mm_cpu_scale does), into E8 (row r at
- * E8[r], coded: lanes_e reads them). */
-MM_AVX512_INLINE void pass1_rows(const int32_t* ak, int64_t as, const int32_t* bk, int n, uint8_t E8[MR][W],
-                                 const int32_t* pf, int npf, const int R) {
+ * E8[r], coded: lanes_e reads them); its first npf k steps prefetch A's lines from pf (chain_rows). */
+MM_AVX512_INLINE void pass1_rows_prefetch(const int32_t* ak, int64_t as, const int32_t* bk, int n,
+                                          uint8_t E8[MR][W], const int32_t* pf, int npf, const int R) {
     __m512i e[MR];
     for (int r = 0; r < R; r++) e[r] = _mm512_set1_epi8((char)(MM_CPU_E_FLOOR + 2 * MM_CPU_E_CODE_OFFSET));
     for (int64_t k = 0; k < n; k++) {
@@ -296,6 +296,12 @@ MM_AVX512_INLINE void pass1_rows(const int32_t* ak, int64_t as, const int32_t* b
             e[r] = _mm512_max_epu8(e[r], _mm512_add_epi32(eb, _mm512_set1_epi32(ar[r * as])));
     }
     for (int r = 0; r < R; r++) _mm512_storeu_si512((void*)E8[r], e[r]);
+}
+
+/* Pass 1 without prefetches (the FMA form's, cpu_kernel_simd_tiles.h). */
+MM_AVX512_INLINE void pass1_rows(const int32_t* ak, int64_t as, const int32_t* bk, int n, uint8_t E8[MR][W],
+                                 const int R) {
+    pass1_rows_prefetch(ak, as, bk, n, E8, ak, 0, R);
 }
 
 /* The narrow block result of one vector: the keep bits of (float)S with grid added to the exponent
@@ -606,7 +612,7 @@ MM_AVX512_INLINE void chain_rows(const mm_cpu_plan* p, const mm_cpu_operands* o,
         const int npf = kb + 2 * p->block < k1 ? R * a_lines(p->block) : 0;
         const int32_t* pf = ak + MM_CPU_A_WORDS * 2 * p->block;
         for (int i = n; i < npf; i++) prefetch_a_line(pf, as, R, i); /* more lines than k steps */
-        pass1_rows(ak, as, bk, n, E8, pf, npf, R);
+        pass1_rows_prefetch(ak, as, bk, n, E8, pf, npf, R);
         /* E with C's exponent, s = 2^(frac - E), S = trunc(C * s); the grid is later recovered
          * from s (as in the AVX2 kernel). */
         __m512i S[MR][NV], G[MR][NV];

@@ -52,13 +52,13 @@ MM_SIMD_INLINE void rz_group(const mm_cpu_plan* p, const int32_t* ak, int64_t as
                              const uint32_t* bsign, int64_t kb, mm_vi c[MR][NV], int live) {
     uint8_t E8[MR][W];
     if (live == 1) {
-        pass1_rows(ak, as, bk, n, E8, ak, 0, 1);
+        pass1_rows(ak, as, bk, n, E8, 1);
         rz_block_1(p, ak, as, bk, n, E8, bsign, kb, c);
     } else if (live == 2) {
-        pass1_rows(ak, as, bk, n, E8, ak, 0, 2);
+        pass1_rows(ak, as, bk, n, E8, 2);
         rz_block_2(p, ak, as, bk, n, E8, bsign, kb, c);
     } else {
-        pass1_rows(ak, as, bk, n, E8, ak, 0, MR);
+        pass1_rows(ak, as, bk, n, E8, MR);
         rz_block(p, ak, as, bk, n, E8, bsign, kb, c);
     }
 }
@@ -75,8 +75,8 @@ MM_SIMD_INLINE void rz_group_pair(const mm_cpu_plan* p, const int32_t* ak, int64
         return;
     }
     uint8_t E8[2][MR][W];
-    pass1_rows(ak, as, bk, n, E8[0], ak, 0, MR);
-    pass1_rows(ak + MM_CPU_A_WORDS * n, as, bk + n * STRIDE, n, E8[1], ak, 0, MR);
+    pass1_rows(ak, as, bk, n, E8[0], MR);
+    pass1_rows(ak + MM_CPU_A_WORDS * n, as, bk + n * STRIDE, n, E8[1], MR);
     rz_block_pair(p, ak, as, bk, (const uint8_t(*)[MR][W])E8, bsign, kb, c);
 }
 
