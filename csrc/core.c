@@ -82,8 +82,6 @@ int mmaemu_gemm_check(const mm_gemm* g) {
     if (g->preset.frac < 0 || g->preset.frac > 30 || g->preset.keep < 1 || g->preset.keep > 40) return MM_ERR_ARGUMENT;
     if (g->preset.c_late != 0 && g->preset.c_late != 1) return MM_ERR_ARGUMENT;
     if (g->preset.split_rr_tile < 0 || g->preset.split_rr_tile > 4096) return MM_ERR_ARGUMENT;
-    /* a round-robin split whose reduction order no recording settles: refused, not guessed */
-    if (!mm_split_plan_known(g->splits, g->scheme, &g->preset)) return MM_ERR_ARGUMENT;
     if (g->M > 0 && g->N > 0) {
         if (!g->out || g->ldo < 0) return MM_ERR_ARGUMENT;
         if (g->epilogue_order >= MM_EPI_ROWWISE && (!g->scale_a_vec || !g->scale_b_vec))

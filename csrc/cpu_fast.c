@@ -628,14 +628,13 @@ static void reduce_result(int32_t scheme, int32_t splits, const float* red, floa
     }
 }
 
-/* The round-robin split layout (mm_rr_dot): slice s is its tiles of split_rr_tile k in
- * ascending k. Its pieces are chained by the kernel in fast mode (resume continues the chain
- * across tiles), and without fast accumulation each chain ends every promotion interval of the
- * slice's sequence and is added into the slice's fp32 main accumulator: mm_rr_slice_acc's
- * steps. The partials are reduced as mm_rr_dot does (serial, or the recorded pairwise order).
- * red: 32 slots of n floats (pairwise partials in slots 0..S-1 <= 5, chain 30, main 31). */
-static void tile_dot_round_robin(const mm_cpu_job* job, const mm_cpu_operands* o,
-                                 float* acc, float* part, float* red) {
+/* Slice s of the round-robin split layout (mm_rr_slice_acc) into dst: its tiles of
+ * split_rr_tile k in ascending k, chained by the kernel in fast mode (resume continues the
+ * chain across tiles); without fast accumulation each chain ends every promotion interval of
+ * the slice's sequence and is added into the slice's fp32 main accumulator. chain and main_acc:
+ * n floats of scratch. */
+static void rr_slice(const mm_cpu_job* job, const mm_cpu_operands* o, int32_t s, float* dst,
+                     float* chain, float* main_acc) {
     const mm_gemm* g = job->g;
     const int n = job->kern->mr * job->kern->w;
     const int64_t T = g->preset.split_rr_tile, S = g->splits;
@@ -643,34 +642,53 @@ static void tile_dot_round_robin(const mm_cpu_job* job, const mm_cpu_operands* o
     const int64_t interval = fast ? ((int64_t)1 << 62) : (int64_t)g->preset.promote_k;
     mm_cpu_plan chain_plan = job->plan;
     chain_plan.fast = 1;
-    float *chain = red + 30 * (int64_t)n, *main_acc = red + 31 * (int64_t)n;
-    const char* order = g->scheme == MM_SCHEME_PAIRWISE ? mm_rr_pairwise_order(g->splits) : NULL;
-    for (int32_t s = 0; s < S; s++) {
-        int64_t pos = 0;
-        int open = 0;
-        for (int i = 0; i < n; i++) main_acc[i] = 0.0f;
-        for (int64_t k0 = (int64_t)s * T; k0 < g->K; k0 += S * T) {
-            const int64_t k1 = g->K - k0 < T ? g->K : k0 + T;
-            for (int64_t k = k0; k < k1;) {
-                const int64_t room = interval - pos % interval;
-                const int64_t end = k1 - k < room ? k1 : k + room;
-                job->tile(&chain_plan, o, k, end, chain, open);
-                open = 1;
-                pos += end - k;
-                k = end;
-                if (!fast && pos % interval == 0) {
-                    for (int i = 0; i < n; i++) main_acc[i] = main_acc[i] + chain[i];
-                    open = 0;
-                }
+    int64_t pos = 0;
+    int open = 0;
+    for (int i = 0; i < n; i++) main_acc[i] = 0.0f;
+    for (int64_t k0 = (int64_t)s * T; k0 < g->K; k0 += S * T) {
+        const int64_t k1 = g->K - k0 < T ? g->K : k0 + T;
+        for (int64_t k = k0; k < k1;) {
+            const int64_t room = interval - pos % interval;
+            const int64_t end = k1 - k < room ? k1 : k + room;
+            job->tile(&chain_plan, o, k, end, chain, open);
+            open = 1;
+            pos += end - k;
+            k = end;
+            if (!fast && pos % interval == 0) {
+                for (int i = 0; i < n; i++) main_acc[i] = main_acc[i] + chain[i];
+                open = 0;
             }
         }
-        float* dst = order ? red + (int64_t)s * n : part;
-        for (int i = 0; i < n; i++)
-            dst[i] = fast ? (open ? chain[i] : 0.0f) : (open ? main_acc[i] + chain[i] : main_acc[i]);
-        if (!order) for (int i = 0; i < n; i++) acc[i] = s == 0 ? part[i] : acc[i] + part[i];
     }
-    if (order)
-        for (int i = 0; i < n; i++) acc[i] = mm_reduce_program(red + i, n, order);
+    for (int i = 0; i < n; i++)
+        dst[i] = fast ? (open ? chain[i] : 0.0f) : (open ? main_acc[i] + chain[i] : main_acc[i]);
+}
+
+/* The round-robin split layout's reduced accumulators (mm_rr_dot): serial in slice order, or
+ * pairwise in the slices' order of mm_rr_pairwise_slots. red: at least 3 slots of n floats. */
+static void tile_dot_round_robin(const mm_cpu_job* job, const mm_cpu_operands* o,
+                                 float* acc, float* part, float* red) {
+    const int32_t S = job->g->splits;
+    const int n = job->kern->mr * job->kern->w;
+    float *other = red, *chain = red + n, *main_acc = red + 2 * (int64_t)n;
+    if (job->g->scheme != MM_SCHEME_PAIRWISE) {
+        rr_slice(job, o, 0, acc, chain, main_acc);
+        for (int32_t s = 1; s < S; s++) {
+            rr_slice(job, o, s, part, chain, main_acc);
+            for (int i = 0; i < n; i++) acc[i] = acc[i] + part[i];
+        }
+        return;
+    }
+    rr_slice(job, o, S - 1, acc, chain, main_acc);
+    for (int32_t i = 0; i < mm_rr_pairwise_slots(S); i++) {
+        rr_slice(job, o, i, part, chain, main_acc);
+        const int32_t j = mm_rr_pairwise_partner(S, i);
+        if (j >= 0) {
+            rr_slice(job, o, j, other, chain, main_acc);
+            for (int e = 0; e < n; e++) part[e] = part[e] + other[e];
+        }
+        for (int e = 0; e < n; e++) acc[e] = acc[e] + part[e];
+    }
 }
 
 /* The reduced accumulators of one tile (mm_dot over the splits) into acc; red: 31 slots of n

@@ -16,7 +16,6 @@ from . import errors
 from .backends import resolve as resolve_backend
 from .profiles import get_preset, get_profile
 from .splitk import DTYPE_NAMES, SplitDecision, decide, parse_splitk
-from .validation import validate_split_plan
 
 EPILOGUE_ORDERS = {"H1": 0, "H2": 1, "H3": 2, "rowwise": 3, "rowwise_t": 4}
 
@@ -40,6 +39,9 @@ class CallPlan:
     warnings: List[str] = field(default_factory=list)
     epilogue: str = "H1"
     kernel: Optional[str] = None  # the reference's kernel and epilogue, where a rule picks them
+    # for an unknown split (split.S None): what splitk="infer" would decide, so a user can
+    # choose knowingly; None otherwise
+    inferred: Optional[SplitDecision] = None
 
     def op_args(self) -> dict:
         """The keyword arguments of the kernel op torch.ops.mmaemu.scaled_mm that pin this plan:
@@ -57,7 +59,8 @@ class CallPlan:
                 f"preset={self.preset!r}, preset_maturity={self.preset_maturity!r},\n"
                 f"  split={self.split!r},\n"
                 f"  backend={self.backend!r}, fallbacks={self.fallbacks!r}, warnings={self.warnings!r}"
-                + (f",\n  epilogue={self.epilogue!r}, kernel={self.kernel!r})" if self.kernel else ")"))
+                + (f",\n  epilogue={self.epilogue!r}, kernel={self.kernel!r}" if self.kernel else "")
+                + (f",\n  inferred={self.inferred!r}" if self.inferred else "") + ")")
 
 
 def dtype_name(dtype) -> str:
@@ -84,7 +87,6 @@ def build_plan(M, N, K, fmt_a, fmt_b, out_dtype, fast, *, profile=None, backend=
         warns += rowwise_warns
     else:
         split, split_warns = decide(prof, M, N, K, fmt_a, fmt_b, out_dtype, fast, splitk)
-        validate_split_plan(preset, prof.name, split.S or 1, split.scheme)
         warns += split_warns
         if bias is not None:
             kernel = BIAS_NOTE

@@ -571,29 +571,3 @@ def validate_mma(a, b, c, block):
     _require_no_grad(fn, named)
     return ValidatedMma(n=n, K=K, fmt_a=_FP8_FORMATS[a.dtype], fmt_b=_FP8_FORMATS[b.dtype],
                         device=a.device)
-
-
-# ---------------------------------------------------------------------------------------------
-# split plans
-
-# The split counts whose pairwise reduction order is recorded for the round-robin split layout
-# (RTX 4060 cuBLASLt; csrc/kernels/mmaemu_gemm.h, mm_rr_pairwise_order, holds the orders).
-RR_PAIRWISE_ORDERS = (2, 3, 4, 6)
-RR_MAX_SPLITS = 64   # MM_RR_MAX_SPLITS
-
-
-def validate_split_plan(preset, profile_name, S, scheme):
-    """Refuses a split the preset's layout has no recorded arithmetic for, instead of guessing."""
-    if S <= 1 or not preset.split_rr_tile:
-        return
-    if S > RR_MAX_SPLITS:
-        raise UnsupportedFeatureError(
-            f"split-K S={S} on profile {profile_name!r}: the round-robin split layout of the "
-            f"{preset.name!r} preset is computed for S <= {RR_MAX_SPLITS}")
-    if scheme == "pairwise" and S not in RR_PAIRWISE_ORDERS:
-        known = ", ".join(str(s) for s in RR_PAIRWISE_ORDERS)
-        raise UnsupportedFeatureError(
-            f"splitk=({S}, 'pairwise') on profile {profile_name!r}: the order in which the "
-            f"RTX 4060's cuBLASLt adds {S} pairwise partials is not recorded (known for S = "
-            f"{known}); mmaemu refuses rather than guess. (S, 'serial') and splitk=1 are "
-            "computed (docs/semantics.md)")

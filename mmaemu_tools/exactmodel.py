@@ -405,20 +405,18 @@ def reduce_partials(parts, scheme):
     raise ValueError(f"unknown scheme {scheme!r}")
 
 
-# The RTX 4060 kernels' pairwise reduction trees over the partials (by slice index), from the
-# hardware recordings (test/test_hw_mini.py). Other split counts are refused by mmaemu.
-RR_PAIRWISE_TREES = {
-    2: (0, 1),
-    3: ((0, 2), 1),
-    4: (((0, 2), 3), 1),
-    6: (((((0, 3), 5), 2), 1), 4),
-}
-
-
-def _tree_sum(tree, parts):
-    if isinstance(tree, int):
-        return parts[tree]
-    return f32_add(_tree_sum(tree[0], parts), _tree_sum(tree[1], parts))
+def round_robin_pairwise(parts):
+    """The RTX 4060 kernels' pairwise reduction of S split partials (customOption 1), cited
+    from mmaemu 0.1.0's GEMM plan module docstring: h = ceil(S/2) slots, slot i = p_i +
+    p_(i+h) where i + h < S - 1, else p_i; r = p_(S-1), then r + slot_0, + slot_1, ...
+    Replayed on the RTX 4060 recordings (test/test_hw_mini.py)."""
+    S = len(parts)
+    h = -(-S // 2)
+    r = parts[S - 1]
+    for i in range(h):
+        slot = f32_add(parts[i], parts[i + h]) if i + h < S - 1 else parts[i]
+        r = f32_add(r, slot)
+    return r
 
 
 def round_robin_partials(a_row, b_row, fa, fb, fast, preset, splits):
@@ -441,7 +439,7 @@ def accumulator(a_row, b_row, fa, fb, fast, preset="hopper", splits=1, scheme="n
     if _preset(preset).split_rr_tile:
         parts = round_robin_partials(a_row, b_row, fa, fb, fast, preset, splits)
         if scheme == "pairwise":
-            return _tree_sum(RR_PAIRWISE_TREES[splits], parts)
+            return round_robin_pairwise(parts)
         return reduce_partials(parts, "serial")
     parts = [split_accumulator(a_row, b_row, fa, fb, k0, k1, fast, preset) if k1 > k0 else 0
              for k0, k1 in split_ranges(K, splits)]

@@ -54,8 +54,6 @@ def settings(draw, max_k=600):
     preset = draw(st.sampled_from(PRESETS))
     splits = draw(st.sampled_from([1, 1, 2, 3, 4, 7]))
     scheme = "none" if splits == 1 else draw(st.sampled_from(["contiguous", "serial", "pairwise"]))
-    if preset == "ada" and scheme == "pairwise" and splits not in (1, 2, 3, 4, 6):
-        splits = 6   # the round-robin layout's recorded pairwise orders (others are refused)
     return dict(
         preset=preset, splits=splits, scheme=scheme,
         fast=draw(st.booleans()),

@@ -9,7 +9,7 @@
  *  - split-K, the preset's layout: contiguous (hopper) K cut on a grain of 128 into S slices of
  *    ceil(ceil(K/128)/S)*128 (the last takes the rest); round-robin (ada) 64-k tiles dealt to
  *    slice t mod S; each slice restarts from +0; the partials are reduced in fp32 in the
- *    scheme's order (serial p0 + p1 + ...; pairwise in the recorded order);
+ *    scheme's order (serial p0 + p1 + ...; pairwise as mm_rr_pairwise_slots says);
  *  - epilogue once on the reduced sum: fma(fp32(scale_a * scale_b), acc, +0) in fp32, times
  *    scale_result for FP8 outputs, then the output conversion; row-wise scales and a
  *    bias: mm_epilogue_rowwise / mm_epilogue_bias (one fmaf each).
@@ -116,32 +116,19 @@ MMAEMU_HD float mm_rr_slice_acc(const uint8_t* a, const uint8_t* b, int fa, int 
     return open ? main_acc + c : main_acc;
 }
 
-/* The pairwise reduction order of cuBLASLt's split-K kernels with the round-robin layout, as a
- * postfix program over the partials: a digit pair "ij" names p_ij (two decimal digits), '+'
- * adds the two top values, the right one second. Orders found in RTX 4060 recordings
- * (test/test_hw_mini.py, docs/semantics.md); NULL where no recording settles the order, and
- * such a plan is refused (mmaemu_gemm_check). */
-MMAEMU_HD const char* mm_rr_pairwise_order(int32_t splits) {
-    switch (splits) {
-    case 2: return "0001+";
-    case 3: return "0002+01+";
-    case 4: return "0002+03+01+";
-    case 6: return "0003+05+02+01+04+";
-    default: return 0;
-    }
-}
+/* The pairwise reduction of cuBLASLt's split-K kernels with the round-robin layout (RTX 4060,
+ * customOption 1), for any S: h = ceil(S/2) slots, slot i = p_i + p_(i+h) where i + h < S - 1,
+ * else p_i alone; r = p_(S-1), then r = r + slot_i for i = 0 .. h-1, every add fp32 RN
+ * (S = 3: (p2 + p0) + p1). Cited from mmaemu 0.1.0's GEMM plan module docstring and replayed
+ * on every RTX 4060 pairwise recording, S = 2..16, 20, 24, 32 (test/test_hw_mini.py;
+ * docs/semantics.md section 7). The slices are independent, so a kernel computes them in this
+ * order and needs no array of S partials. */
+MMAEMU_HD int32_t mm_rr_pairwise_slots(int32_t splits) { return (splits + 1) / 2; }
 
-/* The reduction of partials p[s * stride] by a postfix program of mm_rr_pairwise_order. */
-MMAEMU_HD float mm_reduce_program(const float* p, int64_t stride, const char* prog) {
-    float stack[16] = {0.0f};
-    int top = 0;
-    for (const char* c = prog; *c; c++) {
-        if (*c == '+') { top--; stack[top - 1] = stack[top - 1] + stack[top]; continue; }
-        const int s = (c[0] - '0') * 10 + (c[1] - '0');
-        c++;
-        stack[top++] = p[(int64_t)s * stride];
-    }
-    return stack[0];
+/* The partner slice added into slot i, or -1 where slot i holds p_i alone. */
+MMAEMU_HD int32_t mm_rr_pairwise_partner(int32_t splits, int32_t i) {
+    const int32_t j = i + mm_rr_pairwise_slots(splits);
+    return j < splits - 1 ? j : -1;
 }
 
 /* The pairwise reduction of split partials in the contiguous layout: adjacent partials are
@@ -167,31 +154,22 @@ MMAEMU_HD float mm_pairwise_result(mm_pairwise* q) {
     return r;
 }
 
-/* Most slices a round-robin plan may have: every recorded pairwise order is below it, and the
- * serial scheme's partials fit one small array. */
-#define MM_RR_MAX_SPLITS 64
-
-/* 1 when the plan's split layout and scheme are ones mmaemu computes (see mmaemu_gemm_check). */
-MMAEMU_HD int mm_split_plan_known(int32_t splits, int32_t scheme, const mm_preset* p) {
-    if (splits <= 1 || p->split_rr_tile <= 0) return 1;
-    if (splits > MM_RR_MAX_SPLITS) return 0;
-    return scheme != MM_SCHEME_PAIRWISE || mm_rr_pairwise_order(splits) != 0;
-}
-
 /* The reduced accumulator of the round-robin layout: serial (and contiguous) r = p0, then
- * r = fp32(r + p_s) in slice order; pairwise in the recorded order. */
+ * r = fp32(r + p_s) in slice order; pairwise as mm_rr_pairwise_slots says. */
 MMAEMU_HD float mm_rr_dot(const uint8_t* a, const uint8_t* b, int fa, int fb, int64_t K, int fast,
                           int32_t splits, int32_t scheme, const mm_preset* p) {
-    float part[MM_RR_MAX_SPLITS];
-    if (splits > MM_RR_MAX_SPLITS) return mm_bits_f32(MM_F32_NAN_BITS); /* refused by the plan check */
-    for (int32_t s = 0; s < splits; s++) part[s] = mm_rr_slice_acc(a, b, fa, fb, K, s, splits, fast, p);
-    if (scheme == MM_SCHEME_PAIRWISE) {
-        const char* order = mm_rr_pairwise_order(splits);
-        /* refused by mmaemu_gemm_check; NaN rather than a guess if called around it */
-        return order ? mm_reduce_program(part, 1, order) : mm_bits_f32(MM_F32_NAN_BITS);
+    if (scheme != MM_SCHEME_PAIRWISE) {
+        float r = mm_rr_slice_acc(a, b, fa, fb, K, 0, splits, fast, p);
+        for (int32_t s = 1; s < splits; s++) r = r + mm_rr_slice_acc(a, b, fa, fb, K, s, splits, fast, p);
+        return r;
     }
-    float r = part[0];
-    for (int32_t s = 1; s < splits; s++) r = r + part[s];
+    float r = mm_rr_slice_acc(a, b, fa, fb, K, splits - 1, splits, fast, p);
+    for (int32_t i = 0; i < mm_rr_pairwise_slots(splits); i++) {
+        float slot = mm_rr_slice_acc(a, b, fa, fb, K, i, splits, fast, p);
+        const int32_t j = mm_rr_pairwise_partner(splits, i);
+        if (j >= 0) slot = slot + mm_rr_slice_acc(a, b, fa, fb, K, j, splits, fast, p);
+        r = r + slot;
+    }
     return r;
 }
 

@@ -149,8 +149,6 @@ int main(int argc, char** argv) {
         }
         g.splits = rnd() % 3 == 0 ? 1 + (int32_t)(rnd() % 9) : 1;
         g.scheme = g.splits > 1 ? 1 + (int32_t)(rnd() % 3) : MM_SCHEME_NONE;
-        /* a pairwise order of the round-robin layout that is not recorded is refused: serial */
-        if (!mm_split_plan_known(g.splits, g.scheme, &g.preset)) g.scheme = MM_SCHEME_SERIAL;
         if (it % 10 == 9) {
             /* ada on round-robin tiles of any size: chains of 16-k blocks that start off the
              * halves of a sign group (the AVX-512 FMA form's paired sign words, cpu_fast.h) */

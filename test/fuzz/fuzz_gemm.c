@@ -113,11 +113,6 @@ static void take_plan(reader* r, mm_gemm* g) {
         g->preset.promote_k = g->preset.block * (int32_t)(1 + take8(r) % 8);
         g->preset.split_rr_tile = take8(r) & 1 ? 64 : 0;
     }
-    /* The round-robin split layout computes up to MM_RR_MAX_SPLITS slices and the recorded
-     * pairwise orders only; other such plans are refused by design (not inside the limits). */
-    if (g->preset.split_rr_tile > 0 && g->splits > MM_RR_MAX_SPLITS)
-        g->splits = 1 + g->splits % MM_RR_MAX_SPLITS;
-    if (!mm_split_plan_known(g->splits, g->scheme, &g->preset)) g->scheme = MM_SCHEME_SERIAL;
     g->M = take8(r) % 9;
     g->N = take8(r) % 9;
     g->K = take16(r) % 1025;
