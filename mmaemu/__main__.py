@@ -13,8 +13,9 @@ OUT_DTYPES = {"f32": torch.float32, "fp32": torch.float32, "bf16": torch.bfloat1
 
 def cmd_info(args):
     from mmaemu import diagnostics
-    print("\n".join(diagnostics.info_report()))
-    return 0
+    lines, ok = diagnostics.info_report()
+    print("\n".join(lines))
+    return 0 if ok else 2
 
 
 def cmd_selftest(args):
@@ -25,12 +26,16 @@ def cmd_selftest(args):
 
 
 def _parse_splitk(text):
-    if text == "auto":
-        return "auto"
-    if "," in text:
-        s, scheme = text.split(",", 1)
-        return (int(s), scheme.strip())
-    return int(text)
+    """--splitk: auto, infer, 1, or S,scheme."""
+    if text in ("auto", "infer"):
+        return text
+    count, sep, scheme = text.partition(",")
+    try:
+        S = int(count)
+    except ValueError:
+        raise ValueError(f"--splitk {text!r}: expected auto, infer, 1, or S,scheme "
+                         "(e.g. 4,contiguous)") from None
+    return (S, scheme.strip()) if sep else S
 
 
 def _validate_explain_args(args):
@@ -87,7 +92,9 @@ def main(argv=None):
     p.add_argument("--fmt-b", choices=("e4m3", "e5m2"), default="e4m3")
     p.add_argument("--profile", default=None, help="profile name (default MMAEMU_PROFILE or hopper)")
     p.add_argument("--backend", default=None, help="backend (default MMAEMU_BACKEND or auto)")
-    p.add_argument("--splitk", default="auto", help="auto, 1, or S,scheme (e.g. 4,contiguous)")
+    p.add_argument("--splitk", default="auto",
+                   help="auto, infer (mmaemu's stated inference where nothing recorded decides), "
+                        "1, or S,scheme (e.g. 4,contiguous)")
     p.add_argument("--device", default="cpu", help="device of the operands (cpu or cuda)")
     p.set_defaults(func=cmd_explain)
     args = parser.parse_args(argv)

@@ -68,7 +68,8 @@ _LOG_CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_c
 def candidate_paths():
     """Where libcublasLt may be: MMAEMU_CUBLASLT_PATH, the copy this process already loaded
     (torch's), then the directories of mmaemu._cuda_libs."""
-    return library_candidates("libcublasLt", "MMAEMU_CUBLASLT_PATH")
+    return library_candidates("libcublasLt", os.environ.get("MMAEMU_CUBLASLT_PATH"),
+                              os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH"))
 
 
 class CublasLt:

@@ -4,7 +4,9 @@ for the loader (csrc/cuda_nvrtc.c is handed library_dirs()) and the GPU tools
 
 The order, most specific first: the nvidia-* wheels beside the running torch and beside this
 package (pip installs torch's CUDA libraries there), every other site-packages, then the CUDA
-toolkit ($CUDA_HOME or $CUDA_PATH, /usr/local/cuda) and the system's library directory.
+toolkit (the CUDA_HOME or CUDA_PATH its caller passes, /usr/local/cuda) and the system's
+library directory. It reads no environment variable itself: the package passes what
+mmaemu/config.py read, the tools what their command line and environment say.
 """
 import glob
 import os
@@ -28,16 +30,16 @@ def _site_roots():
     return roots
 
 
-def library_dirs():
-    """Existing directories that may hold CUDA libraries, in search order, without repeats."""
+def library_dirs(cuda_home=None):
+    """Existing directories that may hold CUDA libraries, in search order, without repeats;
+    cuda_home: a CUDA toolkit's root ($CUDA_HOME), or None."""
     dirs = []
     for root in _site_roots():
         dirs += [os.path.join(root, "nvidia", "cu13", "lib"), os.path.join(root, "nvidia", "cuda_nvrtc", "lib")]
         dirs += sorted(glob.glob(os.path.join(root, "nvidia", "*", "lib")))
         dirs.append(os.path.join(root, "nvidia", "lib"))
-    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
-    if home:
-        dirs.append(os.path.join(home, "lib64"))
+    if cuda_home:
+        dirs.append(os.path.join(cuda_home, "lib64"))
     dirs += ["/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib", "/usr/lib/x86_64-linux-gnu"]
     out = []
     for d in dirs:
@@ -47,14 +49,14 @@ def library_dirs():
     return out
 
 
-def library_candidates(stem, env=None):
-    """Paths to try for a library (stem: "libnvrtc", "libcublasLt"), in order: the path in the
-    environment variable `env`, copies this process has already mapped (torch's), stem.so* in
+def library_candidates(stem, explicit=None, cuda_home=None):
+    """Paths to try for a library (stem: "libnvrtc", "libcublasLt"), in order: `explicit` (a
+    path the user named), copies this process has already mapped (torch's), stem.so* in
     each of library_dirs() (newest version first; never NVRTC's builtins or .alt. variants),
     then the bare sonames for the dynamic loader's own search."""
     paths = []
-    if env and os.environ.get(env):
-        paths.append(os.environ[env])
+    if explicit:
+        paths.append(explicit)
     try:
         with open("/proc/self/maps") as f:
             for line in f:
@@ -63,7 +65,7 @@ def library_candidates(stem, env=None):
                     paths.append(p)
     except OSError:
         pass
-    for d in library_dirs():
+    for d in library_dirs(cuda_home):
         found = [p for p in glob.glob(os.path.join(d, stem + ".so*"))
                  if "builtins" not in os.path.basename(p) and ".alt." not in os.path.basename(p)]
         paths += sorted(found, reverse=True)

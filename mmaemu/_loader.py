@@ -8,22 +8,21 @@ core never calls back into torch or looks for itself: every path comes from here
 """
 import os
 
-from . import _C
+from . import _C, config
 from ._cuda_libs import library_dirs
 
 
-def env_flag(name):
-    """True when the environment variable is set to anything but "" or "0"."""
-    v = os.environ.get(name, "")
-    return bool(v) and v != "0"
+def cuda_disabled():
+    """MMAEMU_DISABLE_CUDA: nothing of CUDA is loaded or asked (driver, NVRTC, devices)."""
+    return config.get("MMAEMU_DISABLE_CUDA")
 
 
 def cache_dir():
     """MMAEMU_CACHE_DIR, else ${XDG_CACHE_HOME:-~/.cache}/mmaemu (NVRTC cubins, verdicts)."""
-    d = os.environ.get("MMAEMU_CACHE_DIR")
+    d = config.get("MMAEMU_CACHE_DIR")
     if d:
         return d
-    x = os.environ.get("XDG_CACHE_HOME")
+    x = config.raw("XDG_CACHE_HOME")
     return os.path.join(x, "mmaemu") if x else os.path.join(os.path.expanduser("~"), ".cache", "mmaemu")
 
 
@@ -37,31 +36,38 @@ def kernel_dir():
 
 def fatbin_dir():
     """MMAEMU_FATBIN_DIR (tests and tools), else the fatbins built with the package."""
-    return os.environ.get("MMAEMU_FATBIN_DIR") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "_fatbin")
+    return config.get("MMAEMU_FATBIN_DIR") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "_fatbin")
 
 
-_C.cuda_configure(os.path.normpath(kernel_dir()), fatbin_dir(), cache_dir(), library_dirs())
+_C.cuda_configure(os.path.normpath(kernel_dir()), fatbin_dir(), cache_dir(),
+                  library_dirs(config.raw("CUDA_HOME") or config.raw("CUDA_PATH")))
 
 
 def driver_status():
     """One line: the driver the loader found, or why there is none."""
+    if cuda_disabled():
+        return "not loaded: MMAEMU_DISABLE_CUDA is set"
     return _C.cuda_status()
 
 
 def nvrtc_status():
     """(line, version): where NVRTC was found (or why not), and its version (e.g. 13000)."""
+    if cuda_disabled():
+        return "not loaded: MMAEMU_DISABLE_CUDA is set", 0
     return _C.nvrtc_status()
 
 
 def nvrtc_compile(module, arch):
     """Compiles a shipped kernel source ("reference", "ieee", "wgmma") for `arch` with NVRTC
     (no GPU needed). Returns (ok, image bytes, detail: NVRTC's location or its log)."""
+    if cuda_disabled():
+        return False, b"", "not compiled: MMAEMU_DISABLE_CUDA is set"
     return _C.nvrtc_compile(module, arch)
 
 
 def device_count():
     """CUDA devices the driver sees (0 without a driver or with MMAEMU_DISABLE_CUDA=1)."""
-    if env_flag("MMAEMU_DISABLE_CUDA"):
+    if cuda_disabled():
         return 0
     return _C.cuda_device_count()
 

@@ -28,14 +28,14 @@ info` prints are diagnostics.py. Both read the registry here, and their public n
 from this module too.
 """
 import collections
-import os
 import warnings
 
 import torch
 
 from . import _C
-from ._loader import (cache_dir, device_count, device_info, driver_status,  # noqa: F401
-                      env_flag as _env, kernel_check, kernel_dir as _kernel_dir, nvrtc_compile,
+from . import config
+from ._loader import (cache_dir, cuda_disabled, device_count, device_info,  # noqa: F401
+                      driver_status, kernel_check, kernel_dir as _kernel_dir, nvrtc_compile,
                       nvrtc_status)
 from .errors import BackendFallbackWarning, BackendUnavailableError
 from .profiles import get_preset
@@ -94,8 +94,8 @@ def _static_reason(kernel, device, preset=None):
     k = KERNELS[kernel]
     if preset is not None and preset not in k.presets:
         return f"{kernel} does not implement the '{preset}' preset"
-    if _env("MMAEMU_DISABLE_CUDA"):
-        return "CUDA disabled by MMAEMU_DISABLE_CUDA=1"
+    if cuda_disabled():
+        return "CUDA disabled by MMAEMU_DISABLE_CUDA"
     info = device_info(device)
     if info is None:
         return f"no CUDA device {device}: {driver_status()}"
@@ -126,7 +126,7 @@ def _gate_reason(kernel, device):
     if not k.gated:
         return None
     info = device_info(device)
-    if info["cc"] in k.auto_ccs or _env("MMAEMU_ALLOW_GATED_KERNELS"):
+    if info["cc"] in k.auto_ccs or config.get("MMAEMU_ALLOW_GATED_KERNELS"):
         return None
     return (f"{kernel} is gated: trusted on sm_{', sm_'.join(map(str, k.auto_ccs))} only "
             f"(device {device} is sm_{info['cc']}); MMAEMU_ALLOW_GATED_KERNELS=1 allows it "
@@ -195,7 +195,7 @@ def resolve(backend_request, tensors, preset, fmt_pair, splits=1):
     an explicit request that cannot run here, TypeError for a name that is not a str, KeyError
     for an unknown name (the argument or MMAEMU_BACKEND).
     """
-    request = backend_request if backend_request is not None else os.environ.get("MMAEMU_BACKEND") or "auto"
+    request = backend_request if backend_request is not None else config.get("MMAEMU_BACKEND")
     if not isinstance(request, str):
         raise TypeError(f"backend must be a str, got {type(request).__name__}")
     if request not in BACKEND_NAMES:
@@ -207,10 +207,13 @@ def resolve(backend_request, tensors, preset, fmt_pair, splits=1):
         raise BackendUnavailableError(f"backend {request!r} is {NOT_BUILT[request]}")
     device = _device_of(tensors)
     if device.type == "cuda" and device.index is None:
+        if not torch.cuda.is_available():   # torch cannot say which device "cuda" means
+            raise BackendUnavailableError("a CUDA device was named, but torch has no CUDA "
+                                          f"device here (torch {torch.__version__})")
         device = torch.device("cuda", torch.cuda.current_device())
     fa, fb = (_fmt_name(f) for f in fmt_pair)
     splits = int(splits)
-    key = (request, str(device), preset, fa, fb, splits, tuple(os.environ.get(k) for k in _ENV_KEYS))
+    key = (request, str(device), preset, fa, fb, splits, tuple(config.raw(k) for k in _ENV_KEYS))
     hit = _resolve_cache.get(key)
     if hit is not None:
         return hit
@@ -241,10 +244,10 @@ def _resolve(request, device, preset, fa, fb, splits=1, capturing=False):
                                    "model runs on the CPU with copies of the operands")
         return Resolution("reference", notes + [f"reference (CUDA): {why}"], [w])
 
-    if _env("MMAEMU_DISABLE_CUDA"):
+    if cuda_disabled():
         if request in ("auto", "reference"):
-            return host_fallback("MMAEMU_DISABLE_CUDA=1", [])
-        raise BackendUnavailableError(f"backend {request!r}: CUDA disabled by MMAEMU_DISABLE_CUDA=1")
+            return host_fallback("MMAEMU_DISABLE_CUDA is set", [])
+        raise BackendUnavailableError(f"backend {request!r}: CUDA disabled by MMAEMU_DISABLE_CUDA")
 
     if request == "reference":
         why = _static_reason("reference", dev)

@@ -10,7 +10,7 @@ import platform
 
 import torch
 
-from . import _C, backends, selftest
+from . import _C, backends, config, selftest
 
 
 def cpu_name():
@@ -27,7 +27,7 @@ def cpu_name():
 
 def cpu_status():
     """The `cpu` backend's row: always available on CPU tensors; which SIMD paths this CPU has."""
-    forced = os.environ.get("MMAEMU_CPU_SIMD") or "auto"
+    forced = config.raw("MMAEMU_CPU_SIMD") or "auto"
     return dict(name="cpu", device="cpu", available=True,
                 reason=f"the fast exact CPU kernel; SIMD paths here: {_C.cpu_simd_paths()}; "
                        f"MMAEMU_CPU_SIMD={forced}, {_C.cpu_simd_choice()}; "
@@ -52,7 +52,7 @@ def status(device=None):
     else:
         devices = [device.index if isinstance(device, torch.device) else int(device)]
     if not devices:
-        why = ("CUDA disabled by MMAEMU_DISABLE_CUDA=1" if backends._env("MMAEMU_DISABLE_CUDA")
+        why = ("CUDA disabled by MMAEMU_DISABLE_CUDA" if backends.cuda_disabled()
                else backends.driver_status())
         for name, k in backends.KERNELS.items():
             if name != "reference":
@@ -101,20 +101,45 @@ def _device_name(device):
     return "-" if device is None else (device if isinstance(device, str) else f"cuda:{device}")
 
 
+def environment_report():
+    """(lines, ok): every environment variable mmaemu reads (mmaemu/config.py), its value and
+    whether it is accepted; a profile or backend name is also checked against the known ones."""
+    from .profiles import profiles
+    lines, ok = ["Environment (mmaemu/config.py):"], True
+    for name, value, accepted, text in config.report():
+        if accepted and value and name == "MMAEMU_PROFILE" and value not in profiles():
+            accepted, text = False, f"unknown profile {value!r}; known: {', '.join(profiles())}"
+        if accepted and value and name == "MMAEMU_BACKEND" and value not in backends.BACKEND_NAMES:
+            accepted, text = False, (f"unknown backend {value!r}; known: "
+                                     f"{', '.join(backends.BACKEND_NAMES)}")
+        state = "unset" if value is None else ("accepted" if accepted else "NOT ACCEPTED")
+        shown = "" if value is None else f"={value}"
+        lines.append(f"  {name + shown:34s} {state:12s} {text}")
+        ok = ok and accepted
+    return lines, ok
+
+
 def info_report():
-    """The lines of `python -m mmaemu info`: versions, CPU and CUDA devices, profiles, the
-    driver and NVRTC, every backend's status with the reason, and the presets."""
+    """(lines, ok) of `python -m mmaemu info`: versions, CPU and CUDA devices, the environment
+    variables, profiles, the driver and NVRTC, every backend's status with the reason, and the
+    presets; ok is False when an environment variable is not accepted."""
     import mmaemu
+    env_lines, env_ok = environment_report()
     lines = [f"mmaemu {mmaemu.__version__}  torch {torch.__version__}  python {platform.python_version()}",
              f"CPU: {cpu_name()} ({os.cpu_count()} logical cores, torch threads {torch.get_num_threads()})"]
-    if os.environ.get("MMAEMU_DISABLE_CUDA") == "1":
-        lines.append("CUDA: disabled by MMAEMU_DISABLE_CUDA=1")
+    if backends.cuda_disabled():
+        lines.append("CUDA: disabled by MMAEMU_DISABLE_CUDA")
     elif torch.cuda.is_available():
         for i in range(torch.cuda.device_count()):
             p = torch.cuda.get_device_properties(i)
             lines.append(f"CUDA device {i}: {p.name}, sm_{p.major}{p.minor}, {p.multi_processor_count} SMs")
     else:
         lines.append("CUDA: no GPU visible to torch (torch.cuda.is_available() is False)")
+    lines += [""] + env_lines
+    if not env_ok:
+        lines += ["error: an environment variable above is not accepted: mmaemu calls that read "
+                  "it raise ValueError"]
+        return lines, False
     lines += ["", "Profiles (* = default; matches = this machine is the reference platform):"]
     default = mmaemu.get_profile().name
     for p in mmaemu.profiles().values():
@@ -132,7 +157,7 @@ def info_report():
     for p in mmaemu.presets().values():
         lines.append(f"  {p.name:7s} {p.maturity:12s} block {p.block}, grid 2^(E-{p.frac}), {p.keep}-bit "
                      f"result; {p.evidence}")
-    return lines
+    return lines, True
 
 
 def selftest_report(force=False):
@@ -145,7 +170,7 @@ def selftest_report(force=False):
         ok = ok and r.passed
     gpu_results = selftest.selftest(force=force)
     if not gpu_results:
-        why = ("MMAEMU_DISABLE_CUDA=1" if os.environ.get("MMAEMU_DISABLE_CUDA") == "1"
+        why = ("MMAEMU_DISABLE_CUDA is set" if backends.cuda_disabled()
                else "no CUDA GPU is visible: " + backends.driver_status())
         lines.append(f"No GPU kernels to test ({why}); the CPU backends were checked.")
     else:

@@ -18,7 +18,8 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import entry_points
-from .errors import MmaemuError, ReferenceRejectsError, UnsupportedFeatureError
+from .api import write_out
+from .errors import MmaemuError, UnsupportedFeatureError
 from .ops import decode_splitk, encode_splitk, profile_scaled_mm  # noqa: F401  (emulate's op)
 
 __all__ = ["emulate"]
@@ -118,21 +119,16 @@ class emulate(TorchFunctionMode):
     def scaled_mm(self, args, kwargs, binder=entry_points.v1_call):
         """One intercepted call, bound to torch 2.7.1's arguments and computed by mmaemu."""
         c = binder(args, kwargs)
-        out_dtype = c.out_dtype
-        if c.out is not None:
-            if out_dtype is not None and out_dtype != c.out.dtype:
-                raise ReferenceRejectsError("out_dtype must match output matrix type")
-            out_dtype = c.out.dtype
         if not torch.compiler.is_compiling():
             _emulate_backward_of_enclosing_function(self)
-        y = torch.ops.mmaemu.profile_scaled_mm(
-            c.mat1, c.mat2, c.scale_a, c.scale_b, c.bias, c.scale_result, out_dtype,
-            c.use_fast_accum, self.profile, self.backend, self._splitk_text)
-        if c.out is None:
-            return y
-        c.out.resize_(y.shape)
-        c.out.copy_(y)
-        return c.out
+
+        def run(mat1, mat2, scale_a, scale_b, bias, scale_result, out_dtype, use_fast_accum):
+            return torch.ops.mmaemu.profile_scaled_mm(
+                mat1, mat2, scale_a, scale_b, bias, scale_result, out_dtype, use_fast_accum,
+                self.profile, self.backend, self._splitk_text)
+        args = (c.mat1, c.mat2, c.scale_a, c.scale_b, c.bias, c.scale_result, c.out_dtype,
+                c.use_fast_accum)
+        return run(*args) if c.out is None else write_out(c.out, run, *args)
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}

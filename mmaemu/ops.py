@@ -51,7 +51,7 @@ for _schema in SCHEMAS.values():
 
 
 # ---------------------------------------------------------------------------------------------
-# splitk travels through the planning ops' schemas as a string, "auto", "1", "4:contiguous",
+# splitk travels through the planning ops' schemas as a string, "auto", "infer", "1", "4:contiguous",
 # or, from traced code, as a string and an int: ("int", 1), ("int:contiguous", 4). (Traced code
 # cannot turn an int into text: torch.compile(dynamic=True) makes a closure's ints symbolic.)
 
@@ -59,7 +59,7 @@ def splitk_args(splitk):
     """(splitk, splitk_int) of the planning op for any `splitk` value, unchecked: decode_splitk
     gives the value back, so the op checks it as mmaemu.scaled_mm does (same error)."""
     if isinstance(splitk, str):
-        return (splitk if splitk == "auto" else "str:" + splitk), 0
+        return (splitk if splitk in ("auto", "infer") else "str:" + splitk), 0
     if isinstance(splitk, bool):
         return f"bool:{splitk}", 0
     if isinstance(splitk, int):
@@ -87,8 +87,8 @@ def encode_splitk(splitk, profile=None):
 
 def decode_splitk(text, splitk_int=0):
     """The `splitk` value of the planning op's (splitk, splitk_int)."""
-    if text == "auto":
-        return "auto"
+    if text in ("auto", "infer"):
+        return text
     kind, sep, rest = text.partition(":")
     if kind == "str" and sep:
         return rest

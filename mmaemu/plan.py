@@ -5,7 +5,6 @@ op arguments to torch.ops.mmaemu.scaled_mm (api.run_scaled_mm). Planning reads o
 and devices; it runs each time a call runs, also in compiled code (inside the planning op
 torch.ops.mmaemu.profile_scaled_mm, mmaemu/ops.py), always from the concrete sizes.
 """
-import os
 import warnings
 from dataclasses import dataclass, field
 from typing import List, Optional
@@ -69,11 +68,12 @@ def dtype_name(dtype) -> str:
 
 def build_plan(M, N, K, fmt_a, fmt_b, out_dtype, fast, *, profile=None, backend=None,
                splitk="auto", device_type="cpu", device_index=None, scaling="tensorwise",
-               bias=None):
+               bias=None, explaining=False):
     """The CallPlan of a validated call; raises the documented errors of an unrunnable one.
 
     scaling: "tensorwise" or "rowwise"; bias: the bias dtype's name ("bfloat16", "float16") or
-    None."""
+    None; explaining: a backend that cannot run here is reported in the plan (backend None, the
+    reason in fallbacks and warnings) instead of raising BackendUnavailableError."""
     prof = get_profile(profile)
     preset = get_preset(prof.preset)
     warns = []
@@ -94,8 +94,13 @@ def build_plan(M, N, K, fmt_a, fmt_b, out_dtype, fast, *, profile=None, backend=
         else torch.device(device_type)
     # the kernel must compute the split layout of the plan (row-wise stream-K runs on the host)
     splits = (split.S or 1) if scaling != "rowwise" else 1
-    name, fallbacks, backend_warns = resolve_backend(backend, device, preset.name, (fmt_a, fmt_b),
-                                                     splits)
+    try:
+        name, fallbacks, backend_warns = resolve_backend(backend, device, preset.name,
+                                                         (fmt_a, fmt_b), splits)
+    except errors.BackendUnavailableError as e:
+        if not explaining:
+            raise
+        name, fallbacks, backend_warns = None, [str(e)], [e]
     warns += [(type(w).__name__, str(w)) for w in backend_warns]
     if device.type == "cuda" and (scaling == "rowwise" or bias is not None):
         fallbacks = fallbacks + ["cpu on host copies: no CUDA kernel computes row-wise scales "
@@ -164,7 +169,3 @@ def flush_denormal_check(device_type):
         raise errors.MmaemuError(
             "CPU flush-to-zero is on (torch.set_flush_denormal(True)): subnormal arithmetic "
             "would change, so mmaemu refuses to run. Call torch.set_flush_denormal(False).")
-
-
-def env_backend(backend):
-    return backend if backend is not None else (os.environ.get("MMAEMU_BACKEND") or "auto")

@@ -8,10 +8,11 @@ preset's numbers are the C header's (csrc/kernels/mmaemu_presets.h, which the op
 with, read through mmaemu._C.preset); tables/presets.json gives each its maturity and evidence.
 """
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Tuple
+
+from . import config
 
 DEFAULT_PROFILE = "hopper"
 
@@ -69,7 +70,7 @@ class Profile:
         Compares the device name and SM count with the profile's. The cuBLASLt version in use
         is not compared here (PyTorch does not expose it); `python -m mmaemu info` reports it.
         """
-        if self.gpu_match is None or os.environ.get("MMAEMU_DISABLE_CUDA") == "1":
+        if self.gpu_match is None or config.get("MMAEMU_DISABLE_CUDA"):
             return False
         import torch
         if not torch.cuda.is_available():
@@ -134,7 +135,7 @@ def get_preset(name: str) -> Preset:
 def get_profile(name=None) -> Profile:
     """The named profile; None means MMAEMU_PROFILE or, if unset, 'hopper'."""
     if name is None:
-        name = os.environ.get("MMAEMU_PROFILE") or DEFAULT_PROFILE
+        name = config.get("MMAEMU_PROFILE") or DEFAULT_PROFILE
     if isinstance(name, Profile):
         return name
     if not isinstance(name, str):

@@ -5,13 +5,15 @@ shape, formats, output dtype, accumulation mode, workspace and GPU. A decision c
 from: an explicit `splitk`; the profile's recorded table; the ws0 rule (never split); a live
 query of cuBLASLt's heuristic on the profile's own GPU; an envelope inference of S = 1 where a
 recorded bound supports it (docs/splitk_tables.md). Otherwise SplitKUnknownError: mmaemu does
-not guess. The tables themselves are mmaemu/splitk_table.py's.
+not guess, unless the caller opts in to the stated inference of mmaemu/splitk_infer.py
+(`splitk="infer"`, or MMAEMU_SPLITK=infer for `"auto"`), which always decides and says what
+backs it. The tables themselves are mmaemu/splitk_table.py's.
 """
 import json
-import os
 from dataclasses import dataclass
 from typing import Optional
 
+from . import config
 from .errors import ReferenceRejectsError, SplitKUnknownError
 from .profiles import Profile, tables_dir
 from .splitk_table import SplitTable, TableDataError, setting_text
@@ -26,7 +28,7 @@ class SplitDecision:
     """How K is split: S slices reduced by `scheme`, where the decision came from."""
     S: Optional[int]
     scheme: str
-    source: str  # "explicit", "table", "rule", "live", "envelope", "instruction" or "unknown"
+    source: str  # "explicit", "table", "rule", "live", "envelope", "inferred", "instruction", "unknown"
     verified: bool
     table_id: Optional[str]
     note: str
@@ -65,18 +67,25 @@ def get_table(table_id: str) -> SplitTable:
     return _TABLES[table_id]
 
 
+MODES = ("auto", "infer")
+_FORMS = "'auto', 'infer', 1 or (S, scheme)"
+
+
 def parse_splitk(splitk, profile: Profile):
-    """Checks a `splitk` argument: "auto", 1, or (S, scheme) with a scheme of the profile."""
+    """Checks a `splitk` argument: "auto", "infer", 1, or (S, scheme) with a scheme of the
+    profile. Returns None for "auto" and "infer" (splitk_mode tells them apart), else (S, scheme)."""
     if isinstance(splitk, str):
-        if splitk != "auto":
-            raise ValueError(f"splitk must be 'auto', 1 or (S, scheme); got {splitk!r}")
+        if splitk not in MODES:
+            raise ValueError(f"splitk must be {_FORMS}; got {splitk!r}")
         return None
     if isinstance(splitk, bool):
-        raise TypeError("splitk must be 'auto', 1 or (S, scheme); got a bool")
+        raise TypeError(f"splitk must be {_FORMS}; got a bool")
     if isinstance(splitk, int):
         if splitk != 1:
-            raise ValueError(f"splitk={splitk}: give a split as (S, scheme), e.g. "
-                             f"({splitk}, {profile.split_schemes[0]!r}); an int may only be 1")
+            example = f"({splitk}, {profile.split_schemes[0]!r})" if splitk > 1 and profile \
+                else "(S, scheme) with S >= 2"
+            raise ValueError(f"splitk={splitk}: an int may only be 1 (no split); give a split as "
+                             f"{example}")
         return 1, "none"
     if isinstance(splitk, (tuple, list)):
         if len(splitk) != 2 or isinstance(splitk[0], bool) or not isinstance(splitk[0], int) \
@@ -85,11 +94,21 @@ def parse_splitk(splitk, profile: Profile):
         S, scheme = splitk
         if S < 1 or S > 65536:
             raise ValueError(f"splitk S must be in [1, 65536]; got {S}")
-        if scheme not in profile.split_schemes:
+        if S == 1 and scheme == "none":
+            return 1, "none"
+        if profile is not None and scheme not in profile.split_schemes:
             raise ValueError(f"split scheme {scheme!r} is not one of profile {profile.name!r}'s "
-                             f"schemes {profile.split_schemes}")
+                             f"schemes {profile.split_schemes}" + (" (or 'none' with S = 1)"
+                                                                    if S == 1 else ""))
         return (1, "none") if S == 1 else (S, scheme)
-    raise TypeError(f"splitk must be 'auto', 1 or (S, scheme); got {type(splitk).__name__}")
+    raise TypeError(f"splitk must be {_FORMS}; got {type(splitk).__name__}")
+
+
+def splitk_mode(splitk) -> str:
+    """"infer" for splitk="infer", and for "auto" while MMAEMU_SPLITK=infer; else "auto"."""
+    if splitk == "infer":
+        return "infer"
+    return config.get("MMAEMU_SPLITK") if splitk == "auto" else "auto"
 
 
 def _live_query(profile, M, N, K, fmt_a, fmt_b, out_dtype, fast):
@@ -111,6 +130,9 @@ def decide(profile: Profile, M, N, K, fmt_a, fmt_b, out_dtype, fast, splitk="aut
     explicit = parse_splitk(splitk, profile)
     if explicit is not None:
         S, scheme = explicit
+        if S > max(K, 1):
+            raise ValueError(f"splitk=({S}, {scheme!r}) has more slices than K = {K} has "
+                             "elements; S may be at most K")
         if S == 1:
             return SplitDecision(1, "none", "explicit", True, None, "splitk=1 passed by the caller"), []
         note = (f"splitk=({S}, {scheme!r}) passed by the caller; the reduction order of this scheme "
@@ -151,7 +173,8 @@ def decide(profile: Profile, M, N, K, fmt_a, fmt_b, out_dtype, fast, splitk="aut
         S, scheme, note = live
         return SplitDecision(S, scheme if S > 1 else "none", "live", S == 1, None, note), []
 
-    strict = os.environ.get("MMAEMU_SPLITK_STRICT") == "1"
+    strict = config.get("MMAEMU_SPLITK_STRICT")
+    infer = splitk_mode(splitk) == "infer"
     why = "no table"
     if table is not None:
         B, how = table.bound(K, fmt_a, fmt_b, out_dtype, fast)
@@ -174,14 +197,31 @@ def decide(profile: Profile, M, N, K, fmt_a, fmt_b, out_dtype, fast, splitk="aut
             why = (f"not in table {table.table_id}; M*N = {M * N} <= B = {B} ({how}): within "
                    "the envelope, the shape may split")
 
+    if infer:
+        return inferred(profile, table, M, N, K, fmt_a, fmt_b, out_dtype, fast, why)
     schemes = " or ".join(f"(S, {s!r})" for s in profile.split_schemes)
-    strict_text = " (MMAEMU_SPLITK_STRICT=1 is set)" if strict else ""
+    strict_text = " (MMAEMU_SPLITK_STRICT is set)" if strict else ""
     raise SplitKUnknownError(
         f"the split-K decision of profile {profile.name!r} is unknown for M={M}, N={N}, K={K} "
         f"({setting_text(fmt_a, fmt_b, out_dtype, fast)}; {why}){strict_text}. Pass "
         f"splitk=1 if the reference GPU does not split this shape, or splitk={schemes} with its "
-        f"split, or record the shape on the profile's GPU ({profile.gpu}) with "
+        f"split, or splitk='infer' (or MMAEMU_SPLITK=infer) to take mmaemu's stated inference, "
+        f"or record the shape on the profile's GPU ({profile.gpu}) with "
         "mmaemu_tools/record_heuristics.py.")
+
+
+def inferred(profile, table, M, N, K, fmt_a, fmt_b, out_dtype, fast, why):
+    """The opt-in last step: mmaemu/splitk_infer.py's decision, labelled as inferred."""
+    from . import splitk_infer
+    if table is None:
+        S, scheme, note = 1, "none", (f"inferred: profile {profile.name!r} has no split-K table, "
+                                      "so no recording backs any split; S = 1")
+    else:
+        S, scheme, note = splitk_infer.infer(table, M, N, K, fmt_a, fmt_b, out_dtype, fast)
+    warn = (f"split-K S={S}{f' ({scheme})' if S > 1 else ''} for M={M}, N={N}, K={K} on profile "
+            f"{profile.name!r} is inferred, not recorded ({why}): {note}")
+    return (SplitDecision(S, scheme, "inferred", False, table.table_id if table else None, note),
+            [("UnverifiedSplitWarning", warn)])
 
 
 def _table_row(table, M, N, K, fmt_a, fmt_b, out_dtype, fast):

@@ -20,9 +20,22 @@ OUT_NAMES = {"float32": "f32", "bfloat16": "bf16", "float16": "f16",
 # npz key layout: setting (fa, fb, out, fast) | M | N | K, 6 + 15 + 21 + 22 = 64 bits
 _K_BITS, _N_BITS, _M_BITS = 22, 21, 15
 
+# SplitTable.columns(): a setting as one int, a scheme as an index into SCHEME_NAMES
+SCHEME_NAMES = ("none", "contiguous", "serial", "pairwise")
+_FMT_CODE = {"e4m3": 0, "e5m2": 1}
+_OUT_CODE = {"f32": 0, "bf16": 1, "f16": 2, "e4m3": 3, "e5m2": 4}
+
 
 def setting_text(fmt_a, fmt_b, out_dtype, fast):
     return f"{fmt_a} x {fmt_b} -> {out_dtype}, {'fast' if fast else 'non-fast'} accumulation"
+
+
+def setting_code(fmt_a, fmt_b, out_dtype, fast):
+    """The setting as SplitTable.columns() numbers it, or None for a format or dtype it has no code for."""
+    fa, fb, out = _FMT_CODE.get(fmt_a), _FMT_CODE.get(fmt_b), _OUT_CODE.get(out_dtype)
+    if fa is None or fb is None or out is None:
+        return None
+    return fa | fb << 1 | out << 2 | int(bool(fast)) << 5
 
 
 class TableDataError(Exception):
@@ -36,7 +49,8 @@ class _NpzRows:
         self.path, self.spec = path, spec
         self._cols = None
 
-    def _load(self):
+    def _read(self):
+        """The npz (sha256 checked) and the mask of this workspace's rows."""
         import numpy as np
         try:
             raw = self.path.read_bytes()
@@ -46,7 +60,11 @@ class _NpzRows:
         if want and hashlib.sha256(raw).hexdigest() != want:
             raise TableDataError(f"{self.path} is corrupted (sha256 differs from the table's)")
         z = np.load(io.BytesIO(raw))
-        sel = z["ws"] == self.spec["ws_code"]
+        return z, z["ws"] == self.spec["ws_code"]
+
+    def _load(self):
+        import numpy as np
+        z, sel = self._read()
         M, N, K = (z[c][sel].astype(np.uint64) for c in ("M", "N", "K"))
         if M.size and (M.max() >> _M_BITS or N.max() >> _N_BITS or K.max() >> _K_BITS):
             raise TableDataError(f"{self.path}: a shape does not fit the key layout")
@@ -68,6 +86,32 @@ class _NpzRows:
 
     def __len__(self):
         return int(self.spec["rows"])
+
+    def columns(self):
+        """This workspace's rows as numpy columns (SplitTable.columns gives the format)."""
+        import numpy as np
+        z, sel = self._read()
+        codes = self.spec["codes"]
+        fmt = np.array([_FMT_CODE[codes["fa/fb"][str(i)]] if str(i) in codes["fa/fb"] else -1
+                        for i in range(256)], np.int64)
+        out = np.array([_OUT_CODE[OUT_NAMES[codes["out"][str(i)]]] if str(i) in codes["out"]
+                        else -1 for i in range(256)], np.int64)
+        fa, fb, o = fmt[z["fa"][sel]], fmt[z["fb"][sel]], out[z["out"][sel]]
+        if (fa < 0).any() or (fb < 0).any() or (o < 0).any():
+            raise TableDataError(f"{self.path}: a format or output code the table does not name")
+        S = z["splitK"][sel].astype(np.int64)
+        custom = z["custom"][sel]
+        scheme = np.zeros(S.size, np.int64)
+        for c in np.unique(custom[S > 1]):
+            name = codes["custom -> scheme"].get(
+                str(int(c)), codes.get("custom -> scheme, unlisted"))
+            if name is None:
+                raise TableDataError(f"{self.path}: customOption {c} has no reduction scheme")
+            scheme[(custom == c) & (S > 1)] = SCHEME_NAMES.index(name)
+        return {"M": z["M"][sel].astype(np.int64), "N": z["N"][sel].astype(np.int64),
+                "K": z["K"][sel].astype(np.int64),
+                "setting": fa | fb << 1 | o << 2 | z["fast"][sel].astype(np.int64) << 5,
+                "S": S, "scheme": scheme}
 
     def get(self, M, N, K, fmt_a, fmt_b, out_dtype, fast):
         if self._cols is None:
@@ -104,6 +148,7 @@ class SplitTable:
         self._base = base
         spec = data.get("data")
         self._npz = _NpzRows(self._resolve(spec["npz"]), spec) if spec else None
+        self._columns = None
         self._combos_spec = data.get("verified_combos")
         self._combos = None
         env = data.get("envelope") or {}
@@ -122,6 +167,33 @@ class SplitTable:
 
     def __len__(self):
         return len(self.rows) + (len(self._npz) if self._npz is not None else 0)
+
+    def columns(self):
+        """Every row that records a split decision, as numpy int64 columns M, N, K, setting
+        (setting_code), S and scheme (an index into SCHEME_NAMES, 0 when S is 1); read once and
+        cached. A JSON row replaces the npz row of the same shape and setting, as in row()."""
+        if self._columns is None:
+            import numpy as np
+            names = ("M", "N", "K", "setting", "S", "scheme")
+            cols = self._npz.columns() if self._npz is not None else \
+                {c: np.zeros(0, np.int64) for c in names}
+            extra = []
+            for r in self.rows.values():
+                code = setting_code(r["fmt_a"], r["fmt_b"], r["out_dtype"], bool(r["fast_accum"]))
+                if r.get("splits") is None or code is None:
+                    continue
+                S = int(r["splits"])
+                extra.append((int(r["M"]), int(r["N"]), int(r["K"]), code, S,
+                              SCHEME_NAMES.index(r.get("scheme", "none")) if S > 1 else 0))
+            if extra:
+                keep = np.ones(cols["M"].size, bool)
+                for e in extra:  # few JSON rows: a mask per row is cheap
+                    keep &= ~((cols["M"] == e[0]) & (cols["N"] == e[1]) & (cols["K"] == e[2])
+                              & (cols["setting"] == e[3]))
+                new = np.array(extra, np.int64)
+                cols = {n: np.concatenate([cols[n][keep], new[:, i]]) for i, n in enumerate(names)}
+            self._columns = cols
+        return self._columns
 
     def row(self, M, N, K, fmt_a, fmt_b, out_dtype, fast):
         """The recorded row as a dict (splits, scheme, note, maybe verified), or None."""

@@ -488,10 +488,11 @@ def validate_accumulate_types(x, w, use_fast_accum):
 def validate_accumulate(x, w, use_fast_accum):
     """Check mmaemu.accumulate(x, w, use_fast_accum): the fp32 accumulator of x @ w.T.
 
-    x [M, K] and w [N, K] are both row-major (w as stored, not w.t()), i.e. the operands of
-    scaled_mm(x, w.t(), ...), with the same refusals and messages (names x and w). Only K must be
-    divisible by 16 (the per-element accumulator does not depend on M or N; a scaled_mm call with
-    the same N would also need N % 16 == 0). No scales, bias or output type."""
+    x [M, K] and w [N, K] (w as stored, not w.t()), FP8, any K and any strides: the model's
+    accumulator is defined for every K and layout, so torch's divisibility, layout and alignment
+    rules for a cuBLASLt call do not apply (api.run_accumulate copies operands whose K is not
+    their unit-stride dimension). The format pair is still one the hardware multiplies (not
+    E5M2 x E5M2). No scales, bias or output type."""
     fn = "accumulate"
     validate_accumulate_types(x, w, use_fast_accum)
     _require_devices_and_layouts(fn, (("x", x), ("w", w)))
@@ -503,9 +504,6 @@ def validate_accumulate(x, w, use_fast_accum):
     if K != Kw:
         raise ReferenceRejectsError(
             f"x and w shapes cannot be multiplied as x @ w.T ({M}x{K} and {N}x{Kw})")
-    if K % 16:
-        raise ReferenceRejectsError("Expected trailing dimension of x to be divisible by 16 "
-                                    f"but got x shape: ({M}x{K}).")
     if x.dtype not in _TORCH_FLOAT8:
         raise ReferenceRejectsError(f"Expected x to be Float8 matrix got {dtype_name(x.dtype)}")
     if w.dtype not in _TORCH_FLOAT8:
@@ -516,16 +514,54 @@ def validate_accumulate(x, w, use_fast_accum):
     _check_output_size(M, N, torch.float32)
     empty = M == 0 or N == 0 or K == 0
     if not empty:
-        if not _layout_ok(x, w.t()):
-            raise ReferenceRejectsError(
-                "Only multiplication of row-major and column-major matrices is supported by "
-                "cuBLASLt (accumulate takes x and w both as row-major [rows, K] matrices)")
         _check_cublas_operand_types("x", x, "w", w)
-        _check_alignment((("x", x), ("w", w)))
     _require_no_grad(fn, (("x", x), ("w", w)))
     return ValidatedCall(M=M, N=N, K=K, fmt_a=_FP8_FORMATS.get(x.dtype),
                          fmt_b=_FP8_FORMATS.get(w.dtype), out_dtype=torch.float32,
                          device=x.device, empty=empty)
+
+
+# ---------------------------------------------------------------------------------------------
+# out=
+
+def validate_out(out, out_dtype, mat1):
+    """torch 2.7.1 `_scaled_mm.out`'s own checks of `out`; returns the output dtype (out_dtype,
+    else out's dtype). "out_dtype must match output matrix type" is torch's message."""
+    _require_tensor(_SCALED_MM, "out", 9, out)
+    if out_dtype is not None and out_dtype != out.dtype:
+        raise ReferenceRejectsError("out_dtype must match output matrix type")
+    if isinstance(mat1, torch.Tensor) and out.device != mat1.device:
+        raise ReferenceRejectsError(f"Expected all tensors to be on the same device, but found "
+                                    f"at least two devices, {mat1.device} and {out.device}!")
+    return out.dtype
+
+
+def out_layout(out):
+    """How torch 2.7.1 hands an [M, N] out to cuBLASLt (prepare_matrix_for_cublas of
+    aten/src/ATen/native/cuda/Blas.cpp): "row" (row-major, the usual transposed call), "col"
+    (column-major: cuBLASLt computes the GEMM of the swapped shape) or "copy" (no unit stride:
+    computed into a contiguous copy)."""
+    M, N = out.shape
+    s0, s1 = out.stride()
+    if _dense(out):
+        return "row" if out.is_contiguous() else "col"
+    if s0 == 1 and s1 >= max(1, M):
+        return "col"
+    if s1 == 1 and s0 >= max(1, N):
+        return "row"
+    return "copy"
+
+
+def _dense(t):
+    """Tensor::is_non_overlapping_and_dense for a matrix: its elements fill its storage span
+    exactly, in some order of the dimensions."""
+    sizes, strides = t.shape, t.stride()
+    expected = 1
+    for size, stride in sorted((p for p in zip(sizes, strides) if p[0] != 1), key=lambda p: p[1]):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
 
 
 # ---------------------------------------------------------------------------------------------

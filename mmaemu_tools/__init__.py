@@ -16,4 +16,7 @@ compare with the C model, and whose alternatives the probes score).
   _rawmma                  raw mma.sync / wgmma through NVRTC (probe_hopper's instruction path)
   exactmodel               the exact model in pure Python (exact integers), with the probes'
                            alternatives
+  splitk_infer_eval        held-out accuracy of splitk="infer" (mmaemu/splitk_infer.py), per
+                           profile, region and rule
+  splitk_coverage          how public models' linear-layer shapes are decided, per profile
 """

@@ -141,7 +141,8 @@ class RawMmaUnavailable(RuntimeError):
 
 def _find_lib(stem, env):
     errors = []
-    for p in library_candidates(stem, env):
+    for p in library_candidates(stem, os.environ.get(env) if env else None,
+                                os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")):
         try:
             return ctypes.CDLL(p), p
         except OSError as e:

@@ -233,6 +233,18 @@ def _mat2(arr, spec):
     return src.t()
 
 
+def _out(spec):
+    """The out= tensor of a call: its dtype and shape, contiguous or column-major, NaN-filled
+    where its dtype has NaN (so an element left unwritten shows)."""
+    dtype, shape = getattr(torch, spec["dtype"]), tuple(spec["shape"])
+    if spec.get("contiguous", True) or len(shape) != 2:
+        t = torch.empty(shape, dtype=torch.float32)
+    else:
+        t = torch.empty(shape[::-1], dtype=torch.float32).t()
+    t.fill_(float("nan"))
+    return t.to(dtype) if dtype != torch.float32 else t
+
+
 def _call_checks(case, shards, defaults):
     call = case["call"]
     a = shards.array(case["inputs"]["a"])
@@ -247,8 +259,6 @@ def _call_checks(case, shards, defaults):
         error = expect if isinstance(expect, str) else None
 
         def run(backend, c=c, o=o):
-            if "out" in c:
-                raise Skip("out= argument (mmaemu.scaled_mm returns a new tensor)")
             if "bias" in c and error is None:
                 raise Skip("bias values not recorded")
             if "grad" in c and error is None:
@@ -270,7 +280,8 @@ def _call_checks(case, shards, defaults):
                         t = mat1 if key == "mat1" else mat2
                         t.requires_grad_(True)
             out_dtype = getattr(torch, o["out_dtype"]) if o.get("out_dtype_passed", True) else None
-            return mmaemu.scaled_mm(mat1, mat2, sa, sb, bias=bias,
+            out = _out(c["out"]) if "out" in c else None
+            return mmaemu.scaled_mm(mat1, mat2, sa, sb, bias=bias, out=out,
                                     scale_result=sr, out_dtype=out_dtype,
                                     use_fast_accum=o["fast"], profile="ada", backend=backend,
                                     splitk=_splitk({"S": o["splitk"][0], "scheme": o["splitk"][1]})

@@ -171,7 +171,7 @@ def test_the_plan_passes_its_split_to_the_kernel_choice(gpu):
 def test_disable_cuda(gpu, monkeypatch):
     monkeypatch.setenv("MMAEMU_DISABLE_CUDA", "1")
     r = choose("auto")
-    assert r.backend == "reference" and "MMAEMU_DISABLE_CUDA=1" in str(r.warnings[0])
+    assert r.backend == "reference" and "MMAEMU_DISABLE_CUDA" in str(r.warnings[0])
     with pytest.raises(BackendUnavailableError, match="MMAEMU_DISABLE_CUDA"):
         choose("cuda:h4")
 

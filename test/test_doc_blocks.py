@@ -48,7 +48,7 @@ def test_python_blocks_run(path, monkeypatch):
     blocks = python_blocks(path.read_text())
     monkeypatch.chdir(ROOT)
     saved_env = dict(os.environ)
-    for var in ("MMAEMU_PROFILE", "MMAEMU_BACKEND", "MMAEMU_SPLITK_STRICT"):
+    for var in ("MMAEMU_PROFILE", "MMAEMU_BACKEND", "MMAEMU_SPLITK", "MMAEMU_SPLITK_STRICT"):
         os.environ.pop(var, None)
     namespace = {"__name__": f"doc_{path.stem}"}
     try:
