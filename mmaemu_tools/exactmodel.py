@@ -584,3 +584,154 @@ def hypothesis_accumulator(a_row, b_row, fa, fb, fast, partition=None, order="se
     parts = [split_accumulator(a, b, fa, fb, k0, k1, fast, p, origin)
              for k0, k1 in partition or [(0, len(a))]]
     return reduce_partials(parts, order) if len(parts) > 1 else parts[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# Block-wise scaled GEMMs (DeepSeek's 1x128 / 128x128 recipe) and the grouped row-wise GEMM.
+# Research note: /work/spec46.md (executor steps, sources, SASS). Each k group of `gran_k`
+# (128) elements is one chain of hopper blocks from +0 (the first wgmma of the group runs with
+# scale-d = 0), and is scaled and added into an fp32 accumulator that starts at +0, in
+# ascending k. The executors differ only in how that update rounds:
+#   'ffma'     acc = fmaf(fp32(sa*sb), p, acc)       DeepGEMM sm90_fp8_gemm_1d2d (SASS: FMUL, FFMA),
+#                                                   CUTLASS blockwise with one scale per tile on
+#                                                   a side (SASS: FMUL, FFMA ..., RZ on the first)
+#   'mul_add'  acc = fp32(acc + fp32(fp32(sa*sb)*p)) the same source built with -fmad=false
+#   'per_elem' acc = fmaf(fp32(p*sa), sb, acc)        CUTLASS scale_core(scaleA, scaleB), both
+#                                                   sides with several scales per tile (FMUL, FFMA)
+# Scales are fp32 bit patterns; fp32 multiplication commutes bit for bit, so which operand the
+# source writes first does not matter; the grouping does.
+
+BLOCKWISE_UPDATES = ("ffma", "mul_add", "per_elem")
+
+
+def blockwise_update(acc, p, sa, sb, update="ffma"):
+    """One promotion of a block-scaled GEMM: the fp32 accumulator after adding the group's chain
+    result p scaled by sa and sb (all fp32 bits), as `update` (BLOCKWISE_UPDATES) rounds it."""
+    if update == "ffma":
+        return f32_fma(f32_mul(sa, sb), p, acc)
+    if update == "mul_add":
+        return f32_add(acc, f32_mul(f32_mul(sa, sb), p))
+    if update == "per_elem":
+        return f32_fma(f32_mul(p, sa), sb, acc)
+    raise ValueError(update)
+
+
+def blockwise_accumulator(a_row, b_row, sa_groups, sb_groups, fa="e4m3", fb="e4m3",
+                          update="ffma", gran_k=128, preset="hopper"):
+    """fp32 accumulator (bits) of one output element of a block-scaled GEMM, before the
+    epilogue. a_row, b_row: the K FP8 codes of row m of A and of column n of B; sa_groups[g],
+    sb_groups[g]: the fp32 scales (bits) that apply to k group g = [g*gran_k, (g+1)*gran_k) for
+    this row and this column (1x128: scale_a[m][g]; 128x128: scale_b[n // 128][g]). A short
+    last group holds only its real k (the GPU zero-fills the tail, and zero products drop out of
+    the block). No split: one CTA walks all of K in ascending order."""
+    K = len(a_row)
+    groups = -(-K // gran_k)
+    if len(sa_groups) < groups or len(sb_groups) < groups:
+        raise ValueError("one scale per k group is needed on each side")
+    acc = 0
+    for g in range(groups):
+        k0, k1 = g * gran_k, min((g + 1) * gran_k, K)
+        p = chain(a_row, b_row, fa, fb, k0, k1, 0, preset)
+        acc = blockwise_update(acc, p, sa_groups[g], sb_groups[g], update)
+    return acc
+
+
+def deepgemm_1d2d(A, B, scale_a, scale_b, update="ffma"):
+    """DeepGEMM sm90_fp8_gemm_1d2d (fp8_gemm_nt with the default sm_90 recipe (1, 128, 128)):
+    A: M rows of K E4M3 codes, B: N rows of K E4M3 codes (B[n] is row n of the [N, K] weight);
+    scale_a: M lists of ceil(K/128) fp32 bits (one per row and 128-k group); scale_b:
+    ceil(N/128) lists of ceil(K/128) fp32 bits (one per 128x128 block). Returns M lists of N
+    bf16 bit patterns: bf16_rn(acc), acc as blockwise_accumulator with
+    fmaf(fp32(scale_a * scale_b), p, acc) ('ffma', what nvcc makes of the kernel; 'mul_add' is
+    the -fmad=false contrast)."""
+    return [[convert_output(blockwise_accumulator(a, B[n], scale_a[m], scale_b[n // 128],
+                                                  "e4m3", "e4m3", update), "bf16")
+             for n in range(len(B))] for m, a in enumerate(A)]
+
+
+def cutlass_blockwise(A, B, scale_a, scale_b, gran_m=1, gran_n=128, tile_m=128, tile_n=128,
+                      fa="e4m3", fb="e4m3", out="bf16", alpha=0x3F800000):
+    """CUTLASS 3.x/4.x sm90 block-wise mainloop (MainloopSm90TmaGmmaWarpSpecializedBlockwiseFP8,
+    ScaleGranularityK = 128) with the LinearCombination epilogue vLLM uses (C void, beta 0):
+    y = convert(fp32(alpha * acc)). scale_a: ceil(M/gran_m) lists of ceil(K/128) fp32 bits;
+    scale_b: ceil(N/gran_n) lists of ceil(K/128). The update form follows the tile: scales
+    multiplied first ('ffma') when tile_m // gran_m == 1 or tile_n // gran_n == 1, otherwise
+    the per-element form fmaf(fp32(p * sa), sb, acc) ('per_elem')."""
+    update = "ffma" if (tile_m // gran_m == 1 or tile_n // gran_n == 1) else "per_elem"
+    rows = []
+    for m, a in enumerate(A):
+        row = []
+        for n, b in enumerate(B):
+            acc = blockwise_accumulator(a, b, scale_a[m // gran_m], scale_b[n // gran_n],
+                                        fa, fb, update)
+            row.append(convert_output(f32_mul(alpha, acc), out))
+        rows.append(row)
+    return rows
+
+
+def grouped_rowwise_epilogue(acc, sa_i, sb_j):
+    """torch's CUTLASS grouped row-wise epilogue (ScaledGroupMM.cu, EVT Cast(Multiply(ScaleB,
+    Multiply(ScaleA, Acc)))): bf16_rn(fp32(fp32(acc * sa_i) * sb_j)), two roundings, no bias,
+    no FMA (there is no add to contract). It differs from rowwise_epilogue(acc, sa_i, sb_j, 0,
+    False) only where fp32(acc * sa_i) * sb_j is an exact zero with a negative sign: -0 here,
+    +0 there."""
+    return convert_output(f32_mul(f32_mul(acc, sa_i), sb_j), "bf16")
+
+
+def _group_bounds(offs):
+    starts = [0] + list(offs[:-1])
+    return list(zip(starts, offs))
+
+
+def scaled_grouped_mm_rowwise(A, B, scale_a, scale_b, offs, layout, fast, fa="e4m3",
+                              fb="e4m3"):
+    """torch._scaled_grouped_mm with fp32 row-wise scales on sm_90 (f8f8bf16_grouped_mm). Group g
+    covers [offs[g-1], offs[g]) of the grouped dimension (offs[-1] taken as 0); each output
+    element is the hopper accumulator over its k range (split_accumulator, no split) and
+    grouped_rowwise_epilogue. Entries the kernel never writes (rows or columns past offs[-1])
+    are None: torch's output is torch.empty there.
+      '2d3d': A M_total rows of K; B G lists of N rows of K; scale_a M_total; scale_b G lists
+              of N. Output M_total rows of N.
+      '3d2d': A G lists of M rows of K; B N_total rows of K; scale_a G lists of M; scale_b
+              N_total. Output M rows of N_total.
+      '2d2d': A M rows of K_total; B N rows of K_total; scale_a G*M (group g: [g*M, g*M+M));
+              scale_b G*N. Output G lists of M rows of N; group g sums k in [offs[g-1], offs[g])
+              and must not be empty (torch's kernel asserts delta > 0).
+      '3d3d': offs None; A G lists of M rows; B G lists of N rows; scale_a G lists of M;
+              scale_b G lists of N. Output G lists of M rows of N."""
+    def elem(a, b, k0, k1, sa, sb):
+        acc = split_accumulator(a, b, fa, fb, k0, k1, fast, "hopper")
+        return grouped_rowwise_epilogue(acc, sa, sb)
+
+    if layout == "2d3d":
+        out = [[None] * len(B[0]) for _ in A]
+        for g, (r0, r1) in enumerate(_group_bounds(offs)):
+            for m in range(r0, r1):
+                K = len(A[m])
+                out[m] = [elem(A[m], B[g][n], 0, K, scale_a[m], scale_b[g][n])
+                          for n in range(len(B[g]))]
+        return out
+    if layout == "3d2d":
+        out = [[None] * len(B) for _ in A[0]]
+        for g, (c0, c1) in enumerate(_group_bounds(offs)):
+            for m in range(len(A[g])):
+                K = len(A[g][m])
+                for n in range(c0, c1):
+                    out[m][n] = elem(A[g][m], B[n], 0, K, scale_a[g][m], scale_b[n])
+        return out
+    if layout == "2d2d":
+        M, N = len(A), len(B)
+        res = []
+        for g, (k0, k1) in enumerate(_group_bounds(offs)):
+            if k1 <= k0:
+                raise ValueError("2d-2d group %d is empty: the kernel asserts offsets > 0" % g)
+            res.append([[elem(A[m], B[n], k0, k1, scale_a[g * M + m], scale_b[g * N + n])
+                         for n in range(N)] for m in range(M)])
+        return res
+    if layout == "3d3d":
+        if offs is not None:
+            raise ValueError("3d-3d takes no offsets")
+        return [[[elem(a, b, 0, len(a), scale_a[g][m], scale_b[g][n])
+                  for n, b in enumerate(B[g])] for m, a in enumerate(A[g])]
+                for g in range(len(A))]
+    raise ValueError(layout)
