@@ -20,6 +20,10 @@ It runs three forward passes and prints:
 - the split-K decision of each projection GEMM (M padded to 16 by vortex);
 - that every emulated projection equals a direct mmaemu.scaled_mm call on the same E4M3
   operands, bit for bit.
+
+--splitk: 1 (default), another fixed split, "auto" (only the profile's recorded split-K table
+decides: these scaled-down shapes are not in it, so it stops, naming the first unknown shape) or
+"infer" (mmaemu's stated inference decides shapes nobody recorded, with a warning).
 """
 import argparse
 import hashlib
@@ -53,12 +57,17 @@ def build(splitk):
     return mv.striped_hyena(config, PROFILE, splitk=splitk)
 
 
+class Calls(list):
+    running = None      # (module, input shape) of the projection call under way
+
+
 def record_calls(model):
     """Hooks that keep each projection call's input, scales in effect and output."""
-    calls, scales = [], {}
+    calls, scales = Calls(), {}
 
     def before(module, args):
         scales[module] = module.state.scale.clone()
+        calls.running = (module, args[0].shape)     # the call an exception comes from
 
     def after(module, args, out):
         calls.append((module, args[0].detach().clone(), scales.pop(module), out.detach().clone()))
@@ -85,14 +94,15 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--splitk", default="1",
                     help="'1' (default: the user guide's statement that Evo 2's projections are "
-                         "S = 1 on the H100) or 'auto' (the profile's tables decide)")
+                         "S = 1 on the H100), 'auto' (the profile's tables decide) or 'infer' "
+                         "(the tables, else mmaemu's inference for unrecorded shapes)")
     args = ap.parse_args()
     # The rest of the model runs on torch's own CPU kernels, whose results here depended on the
     # thread count's first use: with 2 threads, 2 of 30 runs gave a different first-pass hash,
     # with MMAEMU_BACKEND=reference as well (mmaemu's reference is single-threaded); with one
     # thread, none of 16. One thread keeps the passes comparable.
     torch.set_num_threads(1)
-    splitk = "auto" if args.splitk == "auto" else int(args.splitk)
+    splitk = args.splitk if args.splitk in ("auto", "infer") else int(args.splitk)
 
     t0 = time.perf_counter()
     model = build(splitk)
@@ -112,7 +122,20 @@ def main():
             with ctx():
                 logits, _ = model(ids)
         except mmaemu.SplitKUnknownError as e:
-            print(f"splitk={splitk!r}: {e}")
+            if calls.running is None:           # not from a projection: mmaemu's own message
+                print(f"--splitk {splitk}: {e}", file=sys.stderr)
+                return 2
+            module, shape = calls.running
+            name = next(n for n, m in projections if m is module)
+            M = shape.numel() // shape[-1]
+            hints = {"1": "--splitk 1 (no split, as the user guide states for Evo 2's "
+                          "projections)",
+                     "infer": "--splitk infer (mmaemu infers the split of unrecorded shapes)"}
+            hints.pop(str(splitk), None)
+            print(f"--splitk {splitk}: the split-K decision of profile {PROFILE!r} is unknown "
+                  f"for the GEMM of {name}, M={M}, N={module.out_features}, "
+                  f"K={module.in_features} (E4M3, bf16 output, fast accumulation): use "
+                  f"{' or '.join(hints.values())}", file=sys.stderr)
             return 2
         print(f"pass {i} ({mode}): logits {tuple(logits.shape)} sha256 {sha(logits)}; "
               f"scales (x, w) before it: " + ", ".join(

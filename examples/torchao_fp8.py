@@ -10,10 +10,18 @@ mmaemu.emulate() its torch._scaled_mm calls compute what that GPU computes.
 
 torchao refuses to quantize without a CUDA GPU of compute capability >= 8.9; mmaemu needs none,
 so the example switches that check off (torchao.quantization.quant_api._check_hardware_support).
+
+What it checks (exit 1 on a mismatch): every torch._scaled_mm call of the two models is
+recorded, and its result must have the bits of a direct mmaemu.scaled_mm call on the operands it
+received; each model's output must be its last call's result, bit for bit (torchao passes the
+bias to the GEMM, whose output is the layer's).
 """
+import sys
+
 import torch
 
 import mmaemu
+from mmaemu.testing import assert_bitwise_equal
 
 try:
     from torchao.quantization import (Float8DynamicActivationFloat8WeightConfig, PerRow,
@@ -30,9 +38,29 @@ def model():
                                torch.nn.Linear(512, 128)).to(torch.bfloat16)
 
 
+class Recording(mmaemu.emulate):
+    """emulate() that keeps each intercepted call's arguments (bound to torch._scaled_mm's
+    names) and result."""
+
+    NAMES = ("mat1", "mat2", "scale_a", "scale_b", "bias", "scale_result", "out_dtype",
+             "use_fast_accum")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.calls = []
+
+    def scaled_mm(self, args, kwargs, *binder):
+        y = super().scaled_mm(args, kwargs, *binder)
+        call = dict(zip(self.NAMES, args), **kwargs)
+        call.pop("out", None)
+        self.calls.append((call, y.clone()))
+        return y
+
+
 def main():
-    x = torch.randn(16, 256).to(torch.bfloat16)
+    x = torch.randn(16, 256, generator=torch.Generator().manual_seed(1)).to(torch.bfloat16)
     reference = model()
+    checked = 0
     with torch.no_grad():
         y_bf16 = reference(x)
         for name, granularity in (("PerTensor", PerTensor()), ("PerRow", PerRow())):
@@ -40,10 +68,23 @@ def main():
             quantize_(m, Float8DynamicActivationFloat8WeightConfig(granularity=granularity))
             # splitk=1: the tensor-wise shapes here are not in the H100 split-K table; the
             # row-wise kernel never splits K.
-            with mmaemu.emulate(profile="hopper", splitk=1):
+            rec = Recording(profile="hopper", splitk=1)
+            with rec:
                 y = m(x)
             err = (y.float() - y_bf16.float()).abs().max().item()
             print(f"{name}: output {tuple(y.shape)} {y.dtype}, max |fp8 - bf16| = {err:.4f}")
+            if len(rec.calls) != 2:
+                print(f"FAILED: {name}: {len(rec.calls)} torch._scaled_mm calls, expected 2")
+                return 1
+            try:
+                for call, out in rec.calls:
+                    direct = mmaemu.scaled_mm(**call, profile="hopper", splitk=1)
+                    assert_bitwise_equal(out, direct)
+                    checked += 1
+                assert_bitwise_equal(y, rec.calls[-1][1])
+            except AssertionError as e:
+                print(f"FAILED: {name}: {e}")
+                return 1
         # What the row-wise call runs, and why (the kernel instance rule of torch 2.7.1).
         xq = torch.zeros(16, 512, dtype=torch.float8_e4m3fn)
         wq = torch.zeros(128, 512, dtype=torch.float8_e4m3fn)
@@ -51,7 +92,10 @@ def main():
                               bias=torch.zeros(128, dtype=torch.bfloat16),
                               out_dtype=torch.bfloat16, use_fast_accum=True)
         print("row-wise kernel:", plan.kernel)
+    print(f"checked: all {checked} torch._scaled_mm calls (PerTensor and PerRow) returned the bits "
+          f"of direct mmaemu.scaled_mm calls, and each model's output is its last call's, bit for bit")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

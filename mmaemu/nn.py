@@ -10,7 +10,8 @@ from typing import List, Optional
 import torch
 
 from .ops import encode_splitk
-from .errors import UnsupportedFeatureError
+from .errors import ReferenceRejectsError, UnsupportedFeatureError
+from .validation import validate_scaled_mm
 from .te_state import read_te_extra_state  # noqa: F401  (re-exported: TE's _extra_state reader)
 
 __all__ = ["EmulatedFP8Linear", "swap_fp8_linears", "quantize_e4m3", "is_te_linear", "te_scales",
@@ -55,6 +56,10 @@ class EmulatedFP8Linear(torch.nn.Module):
               added in its epilogue; stored as out_dtype, bf16 for FP8 outputs).
     out_dtype, use_fast_accum: those of the GEMM; TE's forward pass uses bf16 and True.
     backend, splitk: as for mmaemu.scaled_mm.
+
+    A layer whose GEMM torch._scaled_mm rejects for every input raises ReferenceRejectsError
+    here, with torch's message, rather than in forward: in_features (K) and out_features (N)
+    must be multiples of 16, and a fused bias must have the dtype torch requires.
 
     Inference only: forward raises UnsupportedFeatureError for an input that requires grad
     while grad mode is on (the planning op's refusal of a mat1 that requires grad, also under
@@ -109,6 +114,25 @@ class EmulatedFP8Linear(torch.nn.Module):
             self.register_buffer("bias", bias.detach().to(device=device, dtype=bias_dtype).clone())
         else:
             self.register_buffer("bias", None)
+        self._check_gemm()
+
+    def _check_gemm(self):
+        """torch._scaled_mm's checks of the GEMM forward runs, on meta tensors of 16 rows: what
+        does not depend on the input (K and N divisible by 16, the fused bias's dtype) fails
+        here, at construction, with torch's message and the same class forward would raise."""
+        meta = dict(device="meta")
+        xq = torch.empty(16, self.in_features, dtype=torch.float8_e4m3fn, **meta)
+        wq = torch.empty(self.out_features, self.in_features, dtype=torch.float8_e4m3fn, **meta)
+        one = torch.empty((), dtype=torch.float32, **meta)
+        bias = self.bias.to(**meta) if self.fuse_bias else None
+        try:
+            validate_scaled_mm(xq, wq.t(), one, one, bias, None, self.out_dtype,
+                               self.use_fast_accum)
+        except ReferenceRejectsError as e:
+            raise ReferenceRejectsError(
+                f"EmulatedFP8Linear(in_features={self.in_features}, out_features="
+                f"{self.out_features}): torch._scaled_mm rejects this layer's GEMM for every "
+                f"input (here checked with 16 rows): {e}") from None
 
     @classmethod
     def from_linear(cls, linear, scale_x, scale_w, profile="hopper-te", *, bias="raise",
@@ -212,56 +236,96 @@ def te_scales(module):
     return scale[0].detach().float().cpu().clone(), scale[1].detach().float().cpu().clone()
 
 
+def _naming(name, e):
+    """e's class with its message prefixed by the layer's qualified name."""
+    msg = e.args[0] if len(e.args) == 1 and isinstance(e.args[0], str) else str(e)
+    try:
+        return type(e)(f"swap_fp8_linears: layer '{name}': {msg}")
+    except Exception:  # noqa: BLE001  (a class that takes other arguments: keep it as it is)
+        return e
+
+
 def swap_fp8_linears(model, scales=None, profile="hopper-te", *, exclude=(), bias="raise",
                      out_dtype=torch.bfloat16, use_fast_accum=True, backend=None,
                      splitk="auto"):
     """Replaces the FP8 linear layers of `model` in place with EmulatedFP8Linear.
 
+    Which layers are FP8: every Transformer Engine Linear, and the layers named in `scales`.
+    A plain nn.Linear carries no FP8 state, so it is FP8 only when `scales` says so.
+
     scales:  {qualified module name: (scale_x, scale_w)}. Every module named here that has a
-             2-D `weight` [out, in] (an nn.Linear, vortex's TE-less TELinear, ...) is replaced. Every Transformer Engine Linear is replaced too, with its scales from
-             here or, if absent, from its delayed-scaling state (te_scales); a TE Linear with
-             neither raises ValueError.
+             2-D `weight` [out, in] (an nn.Linear, vortex's TE-less TELinear, ...) is replaced.
+             Every Transformer Engine Linear is replaced too, with its scales from here or, if
+             absent, from its delayed-scaling state (te_scales); a TE Linear with neither
+             raises ValueError.
     exclude: names of TE Linear layers to leave alone (e.g. ones that never run in FP8).
     bias, out_dtype, use_fast_accum, backend, splitk: as for EmulatedFP8Linear.from_linear
              (bias: "raise", "fused" or "after").
 
-    Returns the replaced names, in model order. A name in `scales` that is not a linear layer
-    of the model raises KeyError, so a typo cannot leave a layer unemulated.
+    Returns the replaced names, in model order. All or nothing: every layer is checked and its
+    EmulatedFP8Linear built before any is put in place, so on an error the model is unchanged;
+    every error about a layer names it ("swap_fp8_linears: layer 'blocks.0.proj': ...").
+    A name in `scales` that is not a linear layer of the model raises KeyError, so a typo cannot
+    leave a layer unemulated; a model with nothing to replace (no TE Linear, no `scales`, nothing
+    excluded) raises ValueError, so a model of plain nn.Linear layers is not left unemulated.
     """
     scales = dict(scales or {})
     exclude = set(exclude)
-    plan = []
+    plan, excluded = [], []
     for name, module in model.named_modules():
         if name in exclude:
+            excluded.append(name)
             continue
         if is_te_linear(module):
             if getattr(module, "return_bias", False):
                 raise UnsupportedFeatureError(
-                    f"TE Linear '{name}' has return_bias=True: its bias is left to the caller "
-                    f"to fuse, which EmulatedFP8Linear does not model")
+                    f"swap_fp8_linears: layer '{name}': a TE Linear with return_bias=True: "
+                    f"its bias is left to the caller to fuse, which EmulatedFP8Linear does not "
+                    f"model")
             if getattr(module, "tp_size", 1) != 1:
-                raise UnsupportedFeatureError(f"TE Linear '{name}' is tensor-parallel "
+                raise UnsupportedFeatureError(f"swap_fp8_linears: layer '{name}': a "
+                                              f"tensor-parallel TE Linear "
                                               f"(tp_size={module.tp_size})")
             pair = scales.get(name) or te_scales(module)
             if pair is None:
-                raise ValueError(f"TE Linear '{name}' has no delayed-scaling state (it has not "
-                                 f"run under fp8_autocast); pass scales['{name}'] or exclude it")
+                raise ValueError(f"swap_fp8_linears: layer '{name}': a TE Linear with no "
+                                 f"delayed-scaling state (it has not run under fp8_autocast); "
+                                 f"pass scales['{name}'] or exclude it")
             plan.append((name, module, pair))
         elif name in scales and _has_2d_weight(module):
             plan.append((name, module, scales[name]))
     found = {name for name, _, _ in plan}
     missing = sorted(set(scales) - found)
     if missing:
-        raise KeyError(f"no linear layer (a module with a 2-D weight) named {missing} in the "
-                       f"model (excluded names count as missing)")
-    for name, module, (scale_x, scale_w) in plan:
+        raise KeyError(f"swap_fp8_linears: no linear layer (a module with a 2-D weight) named "
+                       f"{missing} in the model (excluded names count as missing)")
+    if not plan and not excluded:
+        linears = [n or "(the model)" for n, m in model.named_modules() if _has_2d_weight(m)]
+        shown = ", ".join(repr(n) for n in linears[:4]) + (", ..." if len(linears) > 4 else "")
+        raise ValueError(
+            "swap_fp8_linears: found no FP8 linear layer to replace: it looks for Transformer "
+            "Engine Linear layers and for the layers named in `scales`, and the model has no "
+            "TE Linear and `scales` is empty. "
+            + (f"Its {len(linears)} plain linear layer(s) ({shown}) carry no FP8 scales: name "
+               f"the FP8 ones with their quantisation scales, scales={{name: (scale_x, "
+               f"scale_w)}} (x_fp8 = x * scale_x)." if linears else
+               "It has no module with a 2-D weight either."))
+    built = []
+    for name, module, pair in plan:
         if name == "":
-            raise ValueError("the model itself is a linear layer: use "
+            raise ValueError("swap_fp8_linears: the model itself is a linear layer: use "
                              "EmulatedFP8Linear.from_linear(model, scale_x, scale_w)")
-        new = EmulatedFP8Linear.from_linear(module, scale_x, scale_w, profile, bias=bias,
-                                            out_dtype=out_dtype, use_fast_accum=use_fast_accum,
-                                            backend=backend, splitk=splitk)
+        try:
+            scale_x, scale_w = pair
+            new = EmulatedFP8Linear.from_linear(module, scale_x, scale_w, profile, bias=bias,
+                                                out_dtype=out_dtype,
+                                                use_fast_accum=use_fast_accum,
+                                                backend=backend, splitk=splitk)
+        except Exception as e:  # noqa: BLE001  (re-raised as its own class, with the name)
+            raise _naming(name, e) from e
+        built.append((name, new))
+    for name, new in built:
         parent_name, _, attr = name.rpartition(".")
         parent = model.get_submodule(parent_name) if parent_name else model
         setattr(parent, attr, new)
-    return [name for name, _, _ in plan]
+    return [name for name, _ in built]

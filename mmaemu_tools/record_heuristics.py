@@ -99,6 +99,8 @@ OUTS = ["bfloat16", "float32", "float16"]
 # (~90,000 queries) takes ~5 s: time does not bound it, the file does. A row is ~200 bytes, and
 # three tables travel back in one run (at most 16 MiB a file): rows stop at --max-mib (5 MiB,
 # ~26,000 rows), and the plan puts the rows that matter most first.
+MAX_MIB = 5.0
+HELD_ERROR_CHARS = 300      # a held-out test's error is kept to this length (the head's budget)
 
 
 def sparse(shapes):
@@ -165,13 +167,43 @@ def bound_for(bounds, K):
     return max(m[lo], m[hi])
 
 
-def write_table(path, doc):
-    """JSON with one row per line: readable diffs, about a third of an indented file."""
-    os.makedirs(os.path.dirname(os.path.abspath(path)) or ".", exist_ok=True)
+def row_text(row):
+    return json.dumps(row, separators=(",", ":"))
+
+
+def table_text(doc):
+    """JSON with one row per line: readable diffs, about a third of an indented file. Each row
+    adds len(row_text(row)) + 2 characters (ASCII) to the text of the doc without rows."""
     head = {k: v for k, v in doc.items() if k != "rows"}
     text = json.dumps(head, indent=1)
-    rows = ",\n".join(json.dumps(r, separators=(",", ":")) for r in doc["rows"])
-    text = text[:-2] + ',\n "rows": [\n' + rows + "\n ]\n}\n"
+    rows = ",\n".join(row_text(r) for r in doc["rows"])
+    return text[:-2] + ',\n "rows": [\n' + rows + "\n ]\n}\n"
+
+
+def head_bytes(args, dry, info, ws, version, table_id, stages):
+    """An upper bound of the table's size without its rows: every K of the plan in the envelope,
+    every stage done, ten held-out examples, an error of HELD_ERROR_CHARS and every cross-check
+    shape, all numbers at their widest (64 bytes spare for the row count and the rest)."""
+    big = -2 ** 63
+    ks = sorted({K for _, _, shapes in stages for (_, _, K) in shapes})
+    example = {"M": big, "N": big, "K": big, "fast_accum": False, "splits": big, "bound": big}
+    doc = table_doc(args, dry, info, ws, version, table_id, [],
+                    [{"K": K, "max_split_mn": big} for K in ks], False, big, float(big),
+                    [name for name, _, _ in stages], big, big, [example] * 10,
+                    "x" * HELD_ERROR_CHARS)
+    if args.cross_check and not dry:
+        detail = {"M": big, "N": big, "K": big, "fast_accum": False, "table": [big, big],
+                  "trace": [big, big], "trace_workspace": big, "agree": False}
+        doc["cross_check"] = {
+            "process_CUBLASLT_WORKSPACE_SIZE_KiB": os.environ.get("CUBLASLT_WORKSPACE_SIZE"),
+            "table_workspace_bytes": big, "shapes": big, "agree": big,
+            "details": [detail] * args.cross_check}
+    return len(table_text(doc)) + 64
+
+
+def write_table(path, doc):
+    os.makedirs(os.path.dirname(os.path.abspath(path)) or ".", exist_ok=True)
+    text = table_text(doc)
     json.loads(text)                      # never write a table that does not parse
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
@@ -188,8 +220,9 @@ def main(argv=None):
     ap.add_argument("--pairs", default=",".join(f"{a}x{b}" for a, b in PAIRS),
                     help="comma list, most important first (the first is swept densest)")
     ap.add_argument("--outs", default=",".join(OUTS), help="comma list of output dtypes, likewise")
-    ap.add_argument("--max-mib", type=float, default=5.0,
-                    help="stop adding rows at this table size (three tables stay under 16 MiB)")
+    ap.add_argument("--max-mib", type=float, default=MAX_MIB,
+                    help="the table file's size limit: rows stop before it (three tables stay "
+                         "under 16 MiB)")
     ap.add_argument("--budget-s", type=float, default=120.0, help="wall time for the sweep")
     ap.add_argument("--heldout", type=int, default=3000, help="random off-grid shapes for the test")
     ap.add_argument("--cross-check", type=int, default=0, help="shapes to compare with torch's trace")
@@ -211,32 +244,42 @@ def main(argv=None):
     if not dry:
         sc = torch.ones(2, device="cuda")
         ptrs = (sc.data_ptr(), sc.data_ptr() + 4)
+    version = "synthetic" if dry else lt.version_string().split()[0]
+    gpu = "dryrun" if dry else info["gpu"].replace("NVIDIA ", "").replace(" ", "").lower()
+    table_id = args.table_id or f"heur_{gpu}_lt{version}_{args.caller}" + ("_DRYRUN" if dry else "")
+    path = os.path.join(args.out, f"{table_id}.json")
+    stages = plan(args.quick, pairs, outs)
+    # The file, head included, stays within --max-mib: a shape's rows go in only if they fit
+    # beside them the largest head this run can write.
+    max_bytes = int(args.max_mib * (1 << 20)) - head_bytes(args, dry, info, ws, version, table_id,
+                                                           stages)
     t0 = time.time()
-    rows, shapes_done, complete, stages_done = [], 0, True, []
-    size, max_bytes = 0, int(args.max_mib * (1 << 20)) - 4096     # 4 KiB for the head
-    for stage, combos, shapes in plan(args.quick, pairs, outs):
+    rows, shapes_done, complete, stages_done, size = [], 0, True, [], 0
+    for stage, combos, shapes in stages:
         for (M, N, K) in shapes:
-            if time.time() - t0 > args.budget_s or size + 2 * len(combos) * 250 > max_bytes:
+            if time.time() - t0 > args.budget_s:
                 complete = False
                 break
+            new = []
             for (fa, fb), out in combos:
                 for fast in (True, False):
                     try:
                         h = lt.heuristic(M, N, K, fa, fb, out, fast, ws, scale_ptrs=ptrs)
                     except Exception as e:  # noqa: BLE001
                         h = {"error": f"{type(e).__name__}: {e}"}
-                    rows.append(row_of(M, N, K, fa, fb, out, fast, h))
-                    size += len(json.dumps(rows[-1], separators=(",", ":"))) + 2
+                    new.append(row_of(M, N, K, fa, fb, out, fast, h))
+            grow = sum(len(row_text(r)) + 2 for r in new)
+            if size + grow > max_bytes:
+                complete = False
+                break
+            rows += new
+            size += grow
             shapes_done += 1
         if not complete:
             break
         stages_done.append(stage)
     sweep_s = time.time() - t0
     bounds = envelope(rows)
-    version = "synthetic" if dry else lt.version_string().split()[0]
-    gpu = "dryrun" if dry else info["gpu"].replace("NVIDIA ", "").replace(" ", "").lower()
-    table_id = args.table_id or f"heur_{gpu}_lt{version}_{args.caller}" + ("_DRYRUN" if dry else "")
-    path = os.path.join(args.out, f"{table_id}.json")
     doc = table_doc(args, dry, info, ws, version, table_id, rows, bounds, complete, shapes_done,
                     sweep_s, stages_done, held=0, viol=0, examples=[], held_error="not run yet")
     write_table(path, doc)                # the sweep is on disk before anything else can fail
@@ -245,7 +288,7 @@ def main(argv=None):
     try:
         held, viol, examples = heldout(lt, args, pairs, outs, ws, ptrs, bounds, bool(stages_done))
     except Exception as e:  # noqa: BLE001
-        held_error = f"{type(e).__name__}: {e}"
+        held_error = f"{type(e).__name__}: {e}"[:HELD_ERROR_CHARS]
     doc = table_doc(args, dry, info, ws, version, table_id, rows, bounds, complete, shapes_done,
                     sweep_s, stages_done, held, viol, examples, held_error)
     write_table(path, doc)

@@ -1,10 +1,21 @@
-"""The examples run as a user runs them (a fresh process) and pass their own checks."""
+"""The examples run as a user runs them (a fresh process) and pass their own checks.
+
+Every example checks what it computes (bits against direct calls or stored golden hashes) and
+exits non-zero on a mismatch; each test here runs one, checks its exit status and the line that
+says what it checked.
+"""
+import importlib.util
 import os
 import pathlib
+import runpy
 import subprocess
 import sys
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+EXAMPLES = sorted(p.name for p in (ROOT / "examples").glob("*.py"))
+HAS_VORTEX = all(importlib.util.find_spec(m) is not None for m in ("vortex", "evo2"))
 
 
 def run_example(name, *args):
@@ -12,6 +23,30 @@ def run_example(name, *args):
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     return subprocess.run([sys.executable, str(ROOT / "examples" / name), *args], cwd=ROOT,
                           env=env, capture_output=True, text=True, timeout=900)
+
+
+def test_every_example_is_tested():
+    tested = {"first_gemm.py", "transformer_block.py", "torchao_fp8.py", "evo2_tiny.py"}
+    assert set(EXAMPLES) == tested, "a new example needs its test here"
+
+
+def test_first_gemm_checks_its_bits():
+    r = run_example("first_gemm.py")
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    assert "torch.Size([64, 5760]) torch.bfloat16" in out, out
+    assert ("checked: rows 0-7 equal the reference backend's bit for bit (cpu backend, split "
+            "S=1 from the table), and y's sha256 ") in out, out
+    assert "equals the stored golden" in out, out
+
+
+def test_first_gemm_fails_on_a_wrong_golden(monkeypatch, capsys):
+    """The example's golden check can fail: with a changed golden it says so and returns 1."""
+    monkeypatch.setattr(sys, "argv", ["first_gemm.py"])
+    g = runpy.run_path(str(ROOT / "examples" / "first_gemm.py"))
+    monkeypatch.setitem(g["GOLDEN"], "y", "0" * 16)
+    assert g["main"]() == 1
+    assert "FAILED: y sha256" in capsys.readouterr().out
 
 
 def test_transformer_block_golden_and_padding():
@@ -39,7 +74,6 @@ def test_cpu_benchmark_runs_as_a_script():
 
 
 def test_torchao_example():
-    import pytest
     pytest.importorskip("torchao")
     r = run_example("torchao_fp8.py")
     out = r.stdout + r.stderr
@@ -47,6 +81,33 @@ def test_torchao_example():
     assert "PerTensor: output (16, 128) torch.bfloat16" in out, out
     assert "PerRow: output (16, 128) torch.bfloat16" in out, out
     assert "row-wise kernel: CUTLASS f8f8bf16_rowwise" in out, out
+    assert ("checked: all 4 torch._scaled_mm calls (PerTensor and PerRow) returned the bits of "
+            "direct mmaemu.scaled_mm calls, and each model's output is its last call's, bit for "
+            "bit") in out, out
+
+
+@pytest.mark.skipif(not HAS_VORTEX, reason="needs vtx and evo2 (pip install --no-deps vtx evo2)")
+@pytest.mark.parametrize("splitk", ["1", "infer"])
+def test_evo2_tiny_example(splitk):
+    r = run_example("evo2_tiny.py", "--splitk", splitk)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    assert ("16 projection calls (M = 16 after vortex's padding) equal direct mmaemu.scaled_mm "
+            "calls bit for bit") in out, out
+    assert ("UnverifiedSplitWarning" in out) == (splitk == "infer"), out
+
+
+@pytest.mark.skipif(not HAS_VORTEX, reason="needs vtx and evo2 (pip install --no-deps vtx evo2)")
+def test_evo2_tiny_example_names_the_shape_auto_cannot_decide():
+    r = run_example("evo2_tiny.py", "--splitk", "auto")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "Traceback" not in r.stderr, r.stderr
+    lines = [line for line in r.stderr.splitlines() if line.startswith("--splitk auto:")]
+    assert lines == [
+        "--splitk auto: the split-K decision of profile 'hopper-te' is unknown for the GEMM of "
+        "blocks.0.projections, M=16, N=192, K=64 (E4M3, bf16 output, fast accumulation): use "
+        "--splitk 1 (no split, as the user guide states for Evo 2's projections) or --splitk "
+        "infer (mmaemu infers the split of unrecorded shapes)"], r.stderr
 
 
 def test_cpu_benchmark_quick_mode():

@@ -1,5 +1,6 @@
 """mmaemu.nn: EmulatedFP8Linear equals the functional call, under eager, compile and script."""
 import io
+import re
 import types
 
 import pytest
@@ -249,3 +250,66 @@ def test_swap_refuses_what_it_cannot_emulate():
     assert swap_fp8_linears(biased, bias="after") == ["0"]
     with pytest.raises(ValueError, match="from_linear"):
         swap_fp8_linears(torch.nn.Linear(16, 16), {"": (1.0, 1.0)})
+
+
+def test_swap_is_all_or_nothing_and_names_the_layer():
+    # Layer 1 cannot be emulated (a bias with no decision): layer 0 must not be swapped either.
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64, bias=False), torch.nn.Linear(64, 16))
+    with pytest.raises(mmaemu.UnsupportedFeatureError, match="layer '1': .*bias"):
+        swap_fp8_linears(model, {"0": (1.0, 1.0), "1": (1.0, 1.0)}, **S1)
+    assert type(model[0]) is torch.nn.Linear and type(model[1]) is torch.nn.Linear
+
+
+@pytest.mark.parametrize("case", ["scale", "pair", "K", "N", "bias", "te-state", "return_bias"])
+def test_every_swap_error_names_the_layer(case):
+    block = torch.nn.Module()
+    block.inner = torch.nn.Module()
+    scales = {"inner.lin": (2.0, 8.0)}
+    if case == "scale":
+        block.inner.lin, scales = torch.nn.Linear(32, 16, bias=False), {"inner.lin": (0.0, 8.0)}
+        expected = ValueError
+    elif case == "pair":
+        block.inner.lin, scales = torch.nn.Linear(32, 16, bias=False), {"inner.lin": 2.0}
+        expected = TypeError
+    elif case == "K":
+        block.inner.lin, expected = torch.nn.Linear(100, 16, bias=False), mmaemu.ReferenceRejectsError
+    elif case == "N":
+        block.inner.lin, expected = torch.nn.Linear(32, 24, bias=False), mmaemu.ReferenceRejectsError
+    elif case == "bias":
+        block.inner.lin, expected = torch.nn.Linear(32, 16), mmaemu.UnsupportedFeatureError
+    elif case == "te-state":
+        block.inner.lin, scales, expected = TELinearStandIn(32, 16), {}, ValueError
+    else:
+        block.inner.lin = TELinearStandIn(32, 16, (1.0, 1.0), return_bias=True)
+        scales, expected = {}, mmaemu.UnsupportedFeatureError
+    before = block.inner.lin
+    with pytest.raises(expected, match=r"swap_fp8_linears: .*'inner\.lin'"):
+        swap_fp8_linears(block, scales, **S1)
+    assert block.inner.lin is before
+
+
+def test_swap_without_fp8_layers_says_what_it_looked_for():
+    # Plain nn.Linear layers carry no FP8 scales: they are FP8 only where `scales` names them.
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64, bias=False), torch.nn.GELU(),
+                                torch.nn.Linear(64, 32, bias=False))
+    with pytest.raises(ValueError, match=r"no FP8 linear layer.*'0', '2'.*scales=\{name: "
+                                         r"\(scale_x, scale_w\)\}"):
+        swap_fp8_linears(model, **S1)
+    with pytest.raises(ValueError, match="no module with a 2-D weight"):
+        swap_fp8_linears(torch.nn.Sequential(torch.nn.GELU()))
+    assert all(type(m) is torch.nn.Linear for m in (model[0], model[2]))
+    assert swap_fp8_linears(model, {"2": (4.0, 256.0)}, **S1) == ["2"]
+
+
+@pytest.mark.parametrize("shape,message", [
+    ((48, 100), "Expected trailing dimension of mat1 to be divisible by 16"),    # K = 100
+    ((24, 64), "mat2 shape (64x24) must be divisible by 16")])                  # N = 24
+def test_gemm_torch_rejects_is_refused_at_construction(shape, message):
+    # torch._scaled_mm refuses every GEMM of such a layer (ReferenceRejectsError, a
+    # RuntimeError, as torch raises it): the constructor says so, not the first forward.
+    with pytest.raises(mmaemu.ReferenceRejectsError, match=re.escape(message)) as e:
+        EmulatedFP8Linear(torch.zeros(shape), 1.0, 1.0, **S1)
+    assert isinstance(e.value, RuntimeError)
+    assert f"in_features={shape[1]}, out_features={shape[0]}" in str(e.value)
+    with pytest.raises(mmaemu.ReferenceRejectsError, match="in_features=100"):
+        EmulatedFP8Linear.from_linear(torch.nn.Linear(100, 16, bias=False), 1.0, 1.0, **S1)

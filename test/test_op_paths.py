@@ -252,17 +252,32 @@ def test_valid_calls_give_eager_bits_on_every_path(profile, splitk, compiled):
 # ---------------------------------------------------------------------------------------------
 # EmulatedFP8Linear: the refusals its input can express, on every path.
 
+# Refusals fixed by the layer's own arguments: the constructor raises them, with torch's message
+# (the one the GEMM op gives for the same operands), so no forward pass can meet them.
+_REFUSED_AT_CONSTRUCTION = [
+    ("K = 40", dict(weight=torch.zeros(32, 40)), dict(K=40)),
+    ("N = 24", dict(weight=torch.zeros(24, 64)), dict(K=64, N=24)),
+    ("fused bias with an fp32 output",
+     dict(weight=torch.zeros(32, 64), out_dtype=torch.float32, bias=torch.ones(32),
+          fuse_bias=True),
+     dict(K=64, N=32, out_dtype=torch.float32, bias=torch.ones(32, dtype=torch.bfloat16))),
+]
+
+
+@pytest.mark.parametrize("name,layer_args,call", _REFUSED_AT_CONSTRUCTION,
+                         ids=[c[0] for c in _REFUSED_AT_CONSTRUCTION])
+def test_emulated_linear_refuses_at_construction(name, layer_args, call):
+    op = outcome(lambda: mmaemu.scaled_mm(**_full(args(**call))[0], profile="hopper", splitk=1))
+    assert op[:2] == ("raises", mmaemu.ReferenceRejectsError), op
+    kw = dict(layer_args)
+    with pytest.raises(mmaemu.ReferenceRejectsError) as e:
+        EmulatedFP8Linear(kw.pop("weight"), 2.0, 8.0, "hopper", splitk=1, **kw)
+    assert op[2] in str(e.value), (str(e.value), op[2])     # both with 16 rows
+
+
 def _layer_cases():
-    w = torch.randn(32, 40, generator=torch.Generator().manual_seed(3))
-    x = torch.randn(4, 40, generator=torch.Generator().manual_seed(4))
     yield "valid", EmulatedFP8Linear(torch.randn(32, 64), 2.0, 8.0, "hopper", splitk=1), \
         torch.randn(4, 64)
-    yield "K = 40", EmulatedFP8Linear(w, 2.0, 8.0, "hopper", splitk=1), x
-    yield "N = 24", EmulatedFP8Linear(torch.randn(24, 64), 2.0, 8.0, "hopper", splitk=1), \
-        torch.randn(4, 64)
-    yield "fused bias with an fp32 output", EmulatedFP8Linear(
-        torch.randn(32, 64), 2.0, 8.0, "hopper", splitk=1, out_dtype=torch.float32,
-        bias=torch.ones(32), fuse_bias=True), torch.randn(4, 64)
     yield "input requires grad", EmulatedFP8Linear(torch.randn(32, 64), 2.0, 8.0, "hopper",
                                                    splitk=1), \
         torch.randn(4, 64, requires_grad=True)
@@ -270,9 +285,19 @@ def _layer_cases():
         torch.randn(4, 64)
 
 
+@pytest.fixture
+def recompiles():
+    """Every case compiles forward again (a new module fails the guards of the last): more
+    recompiles than dynamo's default limit, which the `compiled` fixture raises only while it
+    is alive (when this test runs alone, it is not)."""
+    torch._dynamo.reset()
+    with torch._dynamo.config.patch(recompile_limit=10_000, accumulated_recompile_limit=10_000):
+        yield
+
+
 @pytest.mark.parametrize("name,layer,x", list(_layer_cases()),
                          ids=[c[0] for c in _layer_cases()])
-def test_emulated_linear_paths(name, layer, x):
+def test_emulated_linear_paths(name, layer, x, recompiles):
     expected = outcome(lambda: layer(x))
     assert (expected[0] == "returns") == (name == "valid"), expected
     got = {}

@@ -50,9 +50,13 @@ def quantized(monkeypatch):
 
     def make(granularity):
         m = small_model()
-        quantize_(m, Float8DynamicActivationFloat8WeightConfig(granularity=granularity))
+        # set_inductor_config=False: by default quantize_ also sets inductor options for the
+        # whole process (coordinate descent tuning, ...), and every later compile would see them.
+        quantize_(m, Float8DynamicActivationFloat8WeightConfig(granularity=granularity,
+                                                               set_inductor_config=False))
         return m
-    return make
+    yield make
+    torch._dynamo.reset()       # no compiled code of these models outlives the test
 
 
 def bind(args, kwargs):
@@ -101,8 +105,7 @@ def test_torchao_model_under_emulate(quantized, granularity):
 
 
 @pytest.mark.parametrize("granularity", [PerTensor(), PerRow()], ids=["PerTensor", "PerRow"])
-def test_inductor_differs_from_eager_only_by_its_activation_quantization(quantized, granularity,
-                                                                         monkeypatch):
+def test_inductor_differs_from_eager_only_by_its_activation_quantization(quantized, granularity):
     """Inductor computes torchao's activation scale (amax / 448 of a bf16 input) in fp32 without
     the eager path's bf16 rounding, so scale_a and some FP8 codes of mat1 differ and with them
     the output. The GEMMs themselves are mmaemu's: each compiled call equals a direct call on
@@ -126,8 +129,10 @@ def test_inductor_differs_from_eager_only_by_its_activation_quantization(quantiz
         for args, kwargs, out in compiled.calls:
             assert_bitwise_equal(out, direct(args, kwargs))
         torch._dynamo.reset()
-        monkeypatch.setattr(torch._inductor.config, "emulate_precision_casts", True)
-        with mmaemu.emulate(splitk=1):
+        # The option holds while inductor compiles, at the first call; config.patch puts the
+        # previous value back (as torch's own API for a temporary setting).
+        with torch._inductor.config.patch(emulate_precision_casts=True), \
+                mmaemu.emulate(splitk=1):
             y_cast = torch.compile(copy.deepcopy(model))(x)
         assert_bitwise_equal(y_cast, y)
 
