@@ -20,6 +20,8 @@ from setuptools.command.build_py import build_py
 from torch.utils.cpp_extension import BuildExtension, CppExtension
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
+with open(os.path.join(ROOT, "mmaemu", "version.py")) as _f:   # the one place the version is
+    VERSION = _f.read().split('"')[-2]
 
 
 def exact_flags(lang):
@@ -49,7 +51,7 @@ FATBIN_MODULES = {
 
 
 def kernel_source_hash(module):
-    """SHA-256 over (name, length, bytes) of module.cu and every mmaemu_*.h, as cuda_modules.c
+    """SHA-256 over (name, length, bytes) of module.cu and every mmaemu_*.h, as csrc/cuda/modules.c
     computes it: a fatbin whose stamp differs from the sources is not loaded."""
     names = [module + ".cu"] + sorted(os.path.basename(p)
                                       for p in glob.glob(os.path.join(KERNEL_DIR, "mmaemu_*.h")))
@@ -70,6 +72,11 @@ def find_nvcc():
     return None
 
 
+def progress(message):
+    """One line per build step, so `pip install -v` shows where the build is."""
+    print(f"mmaemu build: {message}", flush=True)
+
+
 def build_kernels(package_dir):
     """Copies the kernel sources into the package and, with nvcc, builds the fatbins."""
     kernels = os.path.join(package_dir, "kernels")
@@ -85,7 +92,8 @@ def build_kernels(package_dir):
         return
     out = os.path.join(package_dir, "_fatbin")
     os.makedirs(out, exist_ok=True)
-    for module, gencode in FATBIN_MODULES.items():
+    for i, (module, gencode) in enumerate(FATBIN_MODULES.items(), start=1):
+        progress(f"CUDA fatbin {i}/{len(FATBIN_MODULES)}: {module}.cu (nvcc, about a minute each)")
         target = os.path.join(out, module + ".fatbin")
         stamp = kernel_source_hash(module)
         if os.path.exists(target + ".sha256") and open(target + ".sha256").read().strip() == stamp:
@@ -125,12 +133,19 @@ class BuildWithC(BuildExtension):
         """The C files, MAX_JOBS at a time (one compiler process each; the C++ part has ninja)."""
         from concurrent.futures import ThreadPoolExecutor
 
+        done = []
+
         def one(src):
-            return self.compiler.compile([src], output_dir=self.build_temp, include_dirs=ext.include_dirs,
+            objs = self.compiler.compile([src], output_dir=self.build_temp, include_dirs=ext.include_dirs,
                                          extra_postargs=C_FLAGS + ext.extra_compile_args.get("c", []))
+            done.append(src)
+            progress(f"C {len(done)}/{len(c_sources)}: {os.path.relpath(src, ROOT)}")
+            return objs
         jobs = max(1, int(os.environ.get("MAX_JOBS") or os.cpu_count() or 1))
         with ThreadPoolExecutor(jobs) as pool:
-            return [obj for objs in pool.map(one, c_sources) for obj in objs]
+            objects = [obj for objs in pool.map(one, c_sources) for obj in objs]
+        progress("C++: the torch ops and the _C module (then linking)")
+        return objects
 
     def copy_extensions_to_source(self):
         """In-place builds: the kernel sources and fatbins go beside the .so too."""
@@ -157,19 +172,23 @@ class BuildPyWithTables(build_py):
         self.copy_tree(os.path.join(ROOT, "tables"), dest)
 
 
-sources = sorted(glob.glob("csrc/*.c")) + sorted(glob.glob("csrc/*.cpp"))
+# One folder per layer (docs/architecture.md): the core, the CPU executor, the CUDA loader, and the
+# torch shim; csrc/kernels holds headers and device code only. C files compile as C11 (BuildWithC).
+C_LAYERS = ("core", "cpu", "cuda")
+sources = [p for layer in C_LAYERS for p in sorted(glob.glob(f"csrc/{layer}/*.c"))] \
+    + sorted(glob.glob("csrc/torch/*.cpp"))
 
 setup(
     name="mmaemu",
-    version="0.1.0",
+    version=VERSION,
     description="Bit-exact emulation of NVIDIA FP8 tensor-core GEMMs on any CPU or CUDA GPU",
-    packages=["mmaemu", "mmaemu.integrations", "mmaemu_tools"],  # mmaemu_tools: python -m mmaemu_tools.X
+    packages=["mmaemu", "mmaemu.planning", "mmaemu.runtime", "mmaemu.integrations", "mmaemu_tools"],  # mmaemu_tools: python -m mmaemu_tools.X
     package_data={"mmaemu": ["kernels/*", "_fatbin/*"]},  # tables/ goes in by BuildPyWithTables
     ext_modules=[
         CppExtension(
             "mmaemu._C",
             sources,
-            include_dirs=[os.path.join(ROOT, "csrc")],
+            include_dirs=[os.path.join(ROOT, "csrc", "include"), os.path.join(ROOT, "csrc")],
             extra_compile_args={"cxx": ["-O2", *exact_flags("cxx")], "c": []},
             extra_link_args=["-ldl", "-pthread"],  # the CUDA loader: dlopen, pthread_once
         )

@@ -34,6 +34,11 @@ import torch  # noqa: E402
 import mmaemu  # noqa: E402
 from mmaemu import _C  # noqa: E402
 
+# The cpu executor timed: MMAEMU_CPU_SIMD's SIMD kernel, else the fastest one measured here.
+_SIMD = os.environ.get("MMAEMU_CPU_SIMD", "auto")
+_RATES = _C.cpu_simd_measure()
+CPU = "cpu:" + (_SIMD if _SIMD != "auto" else max(_RATES, key=_RATES.get))
+
 # Evo-2-like projections (N = 5760, K = 1920) from decode (M = 1) to prefill (M = 4096), and 2048^3.
 SHAPES = [f"{m}x5760x1920" for m in (1, 4, 16, 64, 512, 4096)] + ["2048x2048x2048"]
 QUICK_SHAPES = ["1x256x512", "16x256x512", "64x512x512"]
@@ -128,9 +133,10 @@ def main():
     repeat = 1 if args.quick else args.repeat
 
     threads = torch.get_num_threads()
-    print(f"CPU: {mmaemu.backends.cpu_name()}, {os.cpu_count()} logical CPUs; torch {torch.__version__}, "
+    print(f"CPU: {mmaemu.runtime.facts.cpu_name()}, {os.cpu_count()} logical CPUs; torch {torch.__version__}, "
           f"{threads} threads; mmaemu cpu SIMD paths here: {_C.cpu_simd_paths()}; "
-          f"MMAEMU_CPU_SIMD={os.environ.get('MMAEMU_CPU_SIMD', 'auto')}, {_C.cpu_simd_choice()}; "
+          f"MMAEMU_CPU_SIMD={_SIMD}, executor {CPU} (measured here, one thread, hopper fast: "
+          f"{', '.join(f'{k} {r * 1e-9:.1f} GMAC/s' for k, r in _RATES.items())}); "
           f"{_C.cpu_a_pass()}")
     print(f"best of {repeat} for every timed call; bf16 output, scales 1; reference on a "
           f"{args.ref_rows} x {args.ref_cols} x K sub-block (single-threaded, as it always runs), "
@@ -160,9 +166,9 @@ def main():
                 has_tsm = True
             except RuntimeError:  # a shape torch's CPU _scaled_mm refuses
                 has_tsm = False
-            scaled_mm(x, w, preset, fast, "cpu")  # warm-up (and auto's one-time measurement)
+            scaled_mm(x, w, preset, fast, CPU)  # warm-up
             # fp32 matmul, torch._scaled_mm and the cpu backend in turn, in each of the rounds
-            timed = [lambda: xf @ wf.t(), lambda: scaled_mm(x, w, preset, fast, "cpu")]
+            timed = [lambda: xf @ wf.t(), lambda: scaled_mm(x, w, preset, fast, CPU)]
             if has_tsm:
                 timed.append(lambda: torch_scaled_mm(xt, wt, fast))
             t_mm, t_cpu, *t_tsm = best_times(timed, repeat)
@@ -180,7 +186,7 @@ def main():
                   f"{gm_cpu / gm_mm:.2f} | {ref_cols} |", flush=True)
             if args.epilogues and preset == "hopper":
                 for variant, rowwise, bias in EPILOGUES:
-                    t_var = best_time(lambda: scaled_mm(x, w, preset, fast, "cpu", rowwise, bias),
+                    t_var = best_time(lambda: scaled_mm(x, w, preset, fast, CPU, rowwise, bias),
                                       repeat)
                     gm_var = macs / t_var / 1e9
                     print(f"| {M} x {N} x {K} | {label}, {variant} ({t_var / t_cpu:.3f} x the "

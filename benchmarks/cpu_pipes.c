@@ -1,4 +1,4 @@
-/* cpu_pipes.c: what one k step of the AVX-512 kernel's FMA loop (csrc/cpu_kernel_avx512.c, rz_block)
+/* cpu_pipes.c: what one k step of the AVX-512 kernel's FMA loop (csrc/cpu/kernel_avx512.c, rz_block)
  * costs on the machine at hand, piece by piece, in cycles at a nominal clock.
  *
  * Each loop below is one k step of a 4 x 64 tile, written out in inline assembly so that the

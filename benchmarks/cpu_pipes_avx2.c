@@ -1,4 +1,4 @@
-/* cpu_pipes_avx2.c: what the pieces of the AVX2 kernel's block (csrc/cpu_kernel_avx2.c) cost on
+/* cpu_pipes_avx2.c: what the pieces of the AVX2 kernel's block (csrc/cpu/kernel_avx2.c) cost on
  * the machine at hand, in cycles of its measured clock, and what they share.
  *
  * Each loop is one step written in inline assembly so that the compiler adds nothing: the FMA

@@ -2,24 +2,40 @@
  *
  * The shared machines these benchmarks ran on change speed by up to 1.5x within seconds, so a
  * whole GEMM timed in one minute and the probe's tile in another say little about each other.
- * This program alternates them every few tens of milliseconds: the tile that `auto` times to
- * choose a SIMD path (csrc/cpu_fast.c, probe_operands: one tile of the kernel, K = 1 024, its
- * operands in L2), then the whole GEMM through the driver (mmaemu_gemm_cpu: decoding, threads,
+ * This program alternates them every few tens of milliseconds: the tile that
+ * mmaemu_cpu_simd_measure times (csrc/cpu/measure.c, mm_cpu_probe_operands: one tile of the
+ * kernel, K = 1 024, its operands in L2), then the whole GEMM through the driver
+ * (mmaemu_gemm_cpu: decoding, threads,
  * segments), hopper fast, bf16 output, E4M3 codes at random; each pair's ratio of the GEMM's
  * GMAC/s to the tile's (times the threads) is one sample, and the median of the samples is the
  * share. Results: benchmarks/results/cpu.md ("Where the time goes").
  *
- * Includes csrc/cpu_fast.c (built with the other csrc files but that one) for its static probe:
+ * Reads the driver's probe through its internal header (csrc/cpu/driver.h):
  *
- *   gcc -O3 -std=c11 -ffp-contract=off -Icsrc -Icsrc/kernels benchmarks/cpu_tile_share.c \
- *       $(ls csrc/[a-z]*.c | grep -v cpu_fast.c) -pthread -lm -o /tmp/cpu_tile_share
+ *   gcc -O3 -std=c11 -ffp-contract=off -Icsrc/include -Icsrc -Icsrc/cpu benchmarks/cpu_tile_share.c \
+ *       csrc/core/[a-z]*.c csrc/cpu/[a-z]*.c -pthread -lm -o /tmp/cpu_tile_share
  *   /tmp/cpu_tile_share 512 5760 1920 20 [threads] [kernel]
  *
  * kernel: avx2 (default), avx512 or portable; prints the tile's and the GEMM's best and median
  * GMAC/s and the share's median and quartiles. */
-#include "cpu_fast.c"
+#if !defined(_POSIX_C_SOURCE) || _POSIX_C_SOURCE < 200809L
+#undef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+#endif
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "driver.h"
 
 enum { TILE_REPS = 300, MAX_PAIRS = 1000 };
+
+static double now_seconds(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
 
 static int by_value(const void* x, const void* y) {
     const double a = *(const double*)x, b = *(const double*)y;
@@ -35,10 +51,10 @@ static void random_codes(uint8_t* c, int64_t n, uint64_t seed) {
 }
 
 /* Alternates the tile and the GEMM g `pairs` times; prints the rates and the share. */
-static int run_pairs(const mm_cpu_kernel* k, const mm_cpu_probe_set* ps, float* acc, const mm_gemm* g,
-                     int pairs, int threads) {
-    const mm_cpu_plan plan = probe_plan();
-    int rc = mmaemu_gemm_cpu(g, threads); /* the first call: buffers and page faults */
+static int run_pairs(const char* simd, const mm_cpu_kernel* k, const mm_cpu_probe_set* ps, float* acc,
+                     const mm_gemm* g, int pairs, int threads) {
+    const mm_cpu_plan plan = mm_cpu_probe_plan();
+    int rc = mmaemu_gemm_cpu(g, threads, simd); /* the first call: buffers and page faults */
     static double tile_rate[MAX_PAIRS], gemm_rate[MAX_PAIRS], share[MAX_PAIRS];
     const double tile_macs = (double)TILE_REPS * k->mr * k->w * MM_CPU_PROBE_K;
     for (int i = 0; i < pairs && !rc; i++) {
@@ -46,7 +62,7 @@ static int run_pairs(const mm_cpu_kernel* k, const mm_cpu_probe_set* ps, float* 
         for (int rep = 0; rep < TILE_REPS; rep++) k->tile(&plan, &ps->o, 0, MM_CPU_PROBE_K, acc, 0);
         const double t_tile = now_seconds() - t0;
         t0 = now_seconds();
-        rc = mmaemu_gemm_cpu(g, threads);
+        rc = mmaemu_gemm_cpu(g, threads, simd);
         const double t_gemm = now_seconds() - t0;
         tile_rate[i] = tile_macs / t_tile * 1e-9 * threads;
         gemm_rate[i] = (double)g->M * g->N * g->K / t_gemm * 1e-9;
@@ -74,13 +90,14 @@ int main(int argc, char** argv) {
     }
     const int64_t M = atoll(argv[1]), N = atoll(argv[2]), K = atoll(argv[3]);
     const int pairs = atoi(argv[4]), threads = argc > 5 ? atoi(argv[5]) : 1;
-    const mm_cpu_kernel* k = kernel_named(argc > 6 ? argv[6] : "avx2");
-    if (M < 1 || N < 1 || K < 1 || pairs < 1 || pairs > MAX_PAIRS || threads < 1 || !k || !k->tile) {
-        fprintf(stderr, "bad arguments, or the kernel is not in this build\n");
+    const char* simd = argc > 6 ? argv[6] : "avx2";
+    const mm_cpu_kernel* k = mm_cpu_simd_kernel(simd);
+    if (M < 1 || N < 1 || K < 1 || pairs < 1 || pairs > MAX_PAIRS || threads < 1 || !k) {
+        fprintf(stderr, "bad arguments, or the kernel is not available here\n");
         return 2;
     }
     mm_cpu_probe_set ps;
-    if (!probe_operands(k, &ps)) return 1;
+    if (!mm_cpu_probe_operands(k, &ps)) return 1;
     float* acc = malloc(sizeof(float) * (size_t)(k->mr * k->w));
     uint8_t *a = malloc((size_t)(M * K)), *b = malloc((size_t)(N * K));
     uint16_t* out = malloc(sizeof(uint16_t) * (size_t)(M * N));
@@ -94,8 +111,9 @@ int main(int argc, char** argv) {
         g.fmt_a = MM_FMT_E4M3; g.fmt_b = MM_FMT_E4M3; g.fast_accum = 1; g.splits = 1;
         g.out_kind = MM_OUT_BF16; g.scale_a = 1; g.scale_b = 1; g.scale_result = 1;
         g.preset = mm_preset_get(MM_PRESET_HOPPER);
-        status = run_pairs(k, &ps, acc, &g, pairs, threads);
+        status = run_pairs(simd, k, &ps, acc, &g, pairs, threads);
     }
+    mm_cpu_probe_free(&ps);
     free(acc); free(a); free(b); free(out);
     return status;
 }

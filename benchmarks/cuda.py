@@ -37,7 +37,7 @@ sys.path.insert(0, os.path.dirname(_HERE))
 import torch  # noqa: E402
 
 import mmaemu  # noqa: E402
-from mmaemu import backends  # noqa: E402
+from mmaemu.runtime import availability, facts, loader, registry
 from mmaemu.testing import bits  # noqa: E402
 
 SHAPES = [("evo2-1b (guide §3)", 64, 5760, 1920), ("evo2-1b, 8192 tokens", 8192, 5760, 1920),
@@ -101,22 +101,22 @@ def main():
     head = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(), "torch": torch.__version__,
             "cuda": torch.version.cuda, "mmaemu": mmaemu.__version__, "python": platform.python_version(),
             "quick": args.quick}
-    if not torch.cuda.is_available() or backends.device_count() == 0:
+    if not torch.cuda.is_available() or loader.device_count() == 0:
         why = (f"no CUDA device: torch.cuda.is_available()={torch.cuda.is_available()}, "
-               f"driver: {backends.driver_status()}")
+               f"driver: {loader.driver_status()}")
         print(why)
         Results(args.json, head).finish(skipped=why)
         return 0
     dev = torch.device("cuda", args.device)
     torch.cuda.set_device(dev)
-    info = backends.device_info(args.device)
+    info = loader.device_info(args.device)
     print(f"{info['name']} (sm_{info['cc']}, {info['sm_count']} SMs), driver {info['driver_version']}, "
           f"torch {torch.__version__}, mmaemu {mmaemu.__version__}")
     available = {}
     for name in BACKENDS:
-        why = backends._static_reason(name, args.device)
+        why = availability.static_reason(name, args.device)
         available[name] = why
-        print(f"  {name:11s} {'ok: ' + backends.kernel_check(args.device, name)[1] if why is None else why}")
+        print(f"  {name:11s} {'ok: ' + loader.kernel_check(args.device, name)[1] if why is None else why}")
 
     rec = Results(args.json, {**head, "device": info,
                               "unavailable": {k: v for k, v in available.items() if v}})
@@ -147,15 +147,16 @@ def main():
                     t0 = time.time()
                     ref_bits = bits(torch.ops.mmaemu.scaled_mm(
                         x.cpu(), w.cpu().t(), sx.cpu(), sw.cpu(), None, None, torch.bfloat16, fast,
-                        preset, 1, "none", "auto", 0))
+                        preset, 1, "none",
+                        "cpu:" + [k["name"] for k in mmaemu._C.cpu_simd_kernels() if k["available"]][-1], 0))
                     row[f"cpu_model_s_{preset}"] = time.time() - t0
                 else:                 # the self-tested anchor runs first and gives the bits
                     names = sorted(names, key=lambda n: n != anchor)
                 for name in names:
                     key = f"{name} ({preset})"
                     why = available[name]
-                    if why is None and backends.KERNELS[name].gated:
-                        v = backends.verdict(name, preset, args.device)
+                    if why is None and registry.KERNELS[name].gated:
+                        v = facts.verdict(name, preset, args.device)
                         why = None if v and v["passed"] else f"self-test: {v and v['detail']}"
                     if why is not None:
                         row["backends"][key] = {"skipped": why}
@@ -166,7 +167,8 @@ def main():
 
                     def op():
                         return torch.ops.mmaemu.scaled_mm(x, w.t(), sx, sw, None, None, torch.bfloat16, fast,
-                                                          preset, 1, "none", name, 0)
+                                                          preset, 1, "none",
+                                                          name if name.startswith("cuda:") else "cuda:" + name, 0)
                     t0 = time.time()
                     out = op()
                     torch.cuda.synchronize()

@@ -33,7 +33,7 @@ import time
 import torch
 
 import mmaemu
-from mmaemu.delayed_scaling import DelayedScalingFP8Linear
+from mmaemu.integrations.delayed_scaling import DelayedScalingFP8Linear
 from mmaemu.nn import quantize_e4m3
 
 TINY = dict(hidden_size=64, num_filters=64, num_layers=5, attn_layer_idxs=[3],

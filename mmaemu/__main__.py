@@ -6,20 +6,22 @@ import torch
 
 from mmaemu.errors import MmaemuError
 
-OUT_DTYPES = {"f32": torch.float32, "fp32": torch.float32, "bf16": torch.bfloat16,
-              "f16": torch.float16, "fp16": torch.float16, "e4m3": torch.float8_e4m3fn,
-              "e5m2": torch.float8_e5m2}
+from mmaemu.formats import BY_NAME
+
+# --out: mmaemu's format names, and the spellings fp32 and fp16
+OUT_DTYPES = dict({f.name: f.dtype for f in BY_NAME.values()}, fp32=torch.float32,
+                  fp16=torch.float16)
 
 
 def cmd_info(args):
-    from mmaemu import diagnostics
+    from mmaemu.runtime import diagnostics
     lines, ok = diagnostics.info_report()
     print("\n".join(lines))
     return 0 if ok else 2
 
 
 def cmd_selftest(args):
-    from mmaemu import diagnostics
+    from mmaemu.runtime import diagnostics
     lines, ok = diagnostics.selftest_report(force=args.force)
     print("\n".join(lines))
     return 0 if ok else 1

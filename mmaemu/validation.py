@@ -29,9 +29,10 @@ from dataclasses import dataclass
 
 import torch
 
+from . import blockwise as _blockwise
 from .errors import ReferenceRejectsError, UnsupportedFeatureError
+from .formats import FP8_DTYPES
 
-_FP8_FORMATS = {torch.float8_e4m3fn: "e4m3", torch.float8_e5m2: "e5m2"}
 
 # c10::isFloat8Type in 2.7.1: the fn/fnuz formats, and (inferred: added with the dtype in 2.7)
 # e8m0fnu. The fnuz and e8m0 ones pass torch's "Float8 matrix" check but cuBLASLt on an NVIDIA
@@ -73,8 +74,9 @@ class ValidatedCall:
     device: torch.device
     empty: bool
     has_scale_result: bool = False
-    scaling: str = "tensorwise"   # "tensorwise" or "rowwise"
+    scaling: str = "tensorwise"   # "tensorwise", "rowwise" or "blockwise"
     bias_dtype: object = None     # torch.bfloat16 / torch.float16, or None
+    blockwise: object = None      # for block-wise scales: blockwise.Blockwise
 
 
 @dataclass(frozen=True)
@@ -87,7 +89,7 @@ class ValidatedMma:
     device: torch.device
 
 
-def dtype_name(dtype):
+def torch_name(dtype):
     """The name torch's C++ messages give a dtype ("Float", "BFloat16", "Float8_e4m3fn", ...)."""
     return _SCALAR_TYPE_NAMES.get(str(dtype).replace("torch.", ""), str(dtype))
 
@@ -157,16 +159,25 @@ def _non_overlapping_and_dense(t):
     return True
 
 
+def cublas_layout(t):
+    """How prepare_matrix_for_cublas (aten/src/ATen/native/cuda/Blas.cpp) hands a matrix to
+    cuBLAS: "row" (row-major), "col" (column-major), or "copy" (neither: torch clones it into a
+    contiguous, row-major copy)."""
+    if _non_overlapping_and_dense(t):
+        return "row" if t.is_contiguous() else "col"
+    (s0, s1), (n0, n1) = t.stride(), t.shape
+    if s0 == 1 and s1 >= max(1, n0):
+        return "col"
+    if s1 == 1 and s0 >= max(1, n1):
+        return "row"
+    return "copy"
+
+
 def _cublas_transposes(t):
     """prepare_matrix_for_cublas(t, transpose_tensor, transpose_result=true)'s transpose_tensor:
     True when cuBLAS sees t as row-major (t itself, or the contiguous copy torch makes of a
     strided view that is neither row- nor column-major), False when it sees t column-major."""
-    if _non_overlapping_and_dense(t):
-        return t.is_contiguous()
-    (s0, s1), (n0, _) = t.stride(), t.shape
-    if s0 == 1 and s1 >= max(1, n0):
-        return False
-    return True   # stride(1) == 1 with stride(0) >= max(1, size(1)), or torch clones it
+    return cublas_layout(t) != "col"
 
 
 def _layout_ok(mat1, mat2):
@@ -206,7 +217,7 @@ def _scaling_type(scale_a, scale_b, M, K, N):
         if not (scale_a.is_contiguous() and scale_b.is_contiguous()):
             raise ReferenceRejectsError(
                 "For BlockWise scaling: Both scale_a and scale_b must be contiguous")
-        return "blockwise"
+        return "mx"
     if scale_a.dtype != torch.float32 or scale_b.dtype != torch.float32:
         raise ReferenceRejectsError("Both scale_a and scale_b must be float (fp32) tensors.")
     if scale_a.numel() == 1 and scale_b.numel() == 1:
@@ -220,6 +231,9 @@ def _scaling_type(scale_a, scale_b, M, K, N):
             raise ReferenceRejectsError(
                 "Both scale_a and scale_b must be contiguous for RowWise scaling.")
         return "rowwise"
+    # the DeepSeek recipe's scales (torch >= 2.8 accepts them; 2.7.1 does not): blockwise.py
+    if _blockwise.granularity(scale_a, scale_b, M, K, N) is not None:
+        return "blockwise"
     raise ReferenceRejectsError(
         "Invalid scaling configuration. For TensorWise scaling, both scales should be scalar. "
         f"For RowWise scaling, scale_a should be ({M}, 1) and scale_b should be (1, {N}). "
@@ -262,11 +276,11 @@ def _check_cublas_operand_types(name_a, a, name_b, b):
     GPU: torch 2.7.1 fails converting them to a cudaDataType inside at::cuda::blas::scaled_gemm.
     mmaemu's message (torch's own is an internal assert about the conversion)."""
     for name, t in ((name_a, a), (name_b, b)):
-        if t.dtype not in _FP8_FORMATS:
+        if t.dtype not in FP8_DTYPES:
             raise ReferenceRejectsError(
-                f"{name} is {dtype_name(t.dtype)}: cuBLASLt on NVIDIA GPUs multiplies only "
+                f"{name} is {torch_name(t.dtype)}: cuBLASLt on NVIDIA GPUs multiplies only "
                 "Float8_e4m3fn and Float8_e5m2 (torch 2.7.1 fails converting "
-                f"{dtype_name(t.dtype)} to a cudaDataType in scaled_gemm)")
+                f"{torch_name(t.dtype)} to a cudaDataType in scaled_gemm)")
 
 
 def _check_alignment(named):
@@ -319,8 +333,8 @@ def _check_out_dtype_supported(out_dtype, a_dtype, b_dtype):
     if out_dtype == torch.float8_e5m2 and torch.float8_e5m2 in (a_dtype, b_dtype):
         return
     raise ReferenceRejectsError(
-        f"out_dtype {dtype_name(out_dtype)} is not supported for {dtype_name(a_dtype)} x "
-        f"{dtype_name(b_dtype)} inputs: cuBLASLt's FP8 GEMM writes Float, BFloat16, Half or "
+        f"out_dtype {torch_name(out_dtype)} is not supported for {torch_name(a_dtype)} x "
+        f"{torch_name(b_dtype)} inputs: cuBLASLt's FP8 GEMM writes Float, BFloat16, Half or "
         "Float8_e4m3fn, and Float8_e5m2 only when an input is Float8_e5m2 (torch 2.7.1 raises "
         "CUBLAS_STATUS_NOT_SUPPORTED from cublasLt)")
 
@@ -349,7 +363,7 @@ def validate_scaled_mm_types(mat1, mat2, scale_a, scale_b, bias=None, scale_resu
 
 
 def validate_scaled_mm(mat1, mat2, scale_a, scale_b, bias=None, scale_result=None,
-                       out_dtype=None, use_fast_accum=False):
+                       out_dtype=None, use_fast_accum=False, blockwise=None):
     """Check a scaled_mm call as torch 2.7.1 `torch._scaled_mm` does, in torch's order.
 
     Returns a ValidatedCall; raises ReferenceRejectsError with torch's message when torch 2.7.1
@@ -376,6 +390,12 @@ def validate_scaled_mm(mat1, mat2, scale_a, scale_b, bias=None, scale_result=Non
         raise ReferenceRejectsError(
             f"mat1 and mat2 shapes cannot be multiplied ({M}x{K} and {K2}x{N})")
     scaling = _scaling_type(scale_a, scale_b, M, K, N)
+    if scaling == "tensorwise" and blockwise not in (None, "cublaslt") \
+            and _blockwise.granularity(scale_a, scale_b, M, K, N) is not None:
+        # one row, one group and one column block: torch's rule reads the [1, 1] scales as
+        # tensor-wise (and so does its own path, cublaslt); DeepGEMM or CUTLASS, named by the
+        # call, computes them as its own
+        scaling = "blockwise"
     if scale_result is not None and not (scale_result.numel() == 1
                                          and scale_result.dtype == torch.float32):
         raise ReferenceRejectsError("scale_result must be a float scalar")
@@ -389,12 +409,12 @@ def validate_scaled_mm(mat1, mat2, scale_a, scale_b, bias=None, scale_result=Non
     for name, t in (("mat1", mat1), ("mat2", mat2)):
         if t.dtype not in _TORCH_FLOAT8:
             raise ReferenceRejectsError(
-                f"Expected {name} to be Float8 matrix got {dtype_name(t.dtype)}")
+                f"Expected {name} to be Float8 matrix got {torch_name(t.dtype)}")
     # "Type restrictions imposed by CuBLASLt as of CUDA-12.1"
     if mat1.dtype == torch.float8_e5m2 and mat2.dtype == torch.float8_e5m2:
         raise ReferenceRejectsError("Multiplication of two Float8_e5m2 matrices is not supported")
     if bias is not None:
-        out_name, bias_name = dtype_name(out_dtype), dtype_name(bias.dtype)
+        out_name, bias_name = torch_name(out_dtype), torch_name(bias.dtype)
         if out_dtype == torch.float32:
             raise ReferenceRejectsError("Bias is not supported when out_dtype is set to Float32")
         if bias.dtype not in (torch.bfloat16, torch.float16):
@@ -421,7 +441,7 @@ def validate_scaled_mm(mat1, mat2, scale_a, scale_b, bias=None, scale_result=Non
                 "Only bf16 high precision output types are supported for row-wise scaling.")
         improve = ("  (Could this error message be improved?  If so, please report an "
                    "enhancement request to PyTorch.)")
-        if mat1.dtype not in _FP8_FORMATS:
+        if mat1.dtype not in FP8_DTYPES:
             raise ReferenceRejectsError("Expected a.dtype() == at::kFloat8_e4m3fn || a.dtype() "
                                         "== at::kFloat8_e5m2 to be true, but got false." + improve)
         if mat2.dtype != torch.float8_e4m3fn:
@@ -462,16 +482,26 @@ def validate_scaled_mm(mat1, mat2, scale_a, scale_b, bias=None, scale_result=Non
         raise UnsupportedFeatureError(
             "a non-contiguous bias with tensor-wise scales: cuBLASLt would read N consecutive "
             "elements from its data pointer; pass bias.contiguous()")
-    if scaling == "blockwise":
+    if scaling == "mx":
         # On a Hopper GPU torch 2.7.1 most likely fails too (MX block scaling is a Blackwell
         # cuBLASLt feature; inferred), but that is not established.
         raise UnsupportedFeatureError(
-            "block-wise (Float8_e8m0fnu) scales are not supported in mmaemu v0.1")
+            "MX block scales (Float8_e8m0fnu) are not supported: MX scaling is a Blackwell "
+            "cuBLASLt feature, not modelled")
+    recipe = None
+    if scaling == "blockwise":
+        recipe = _blockwise.validate(_blockwise.kernel_of(blockwise), mat1, mat2, scale_a, scale_b,
+                                     bias, scale_result, out_dtype, use_fast_accum,
+                                     _blockwise.granularity(scale_a, scale_b, M, K, N))
+    elif _blockwise.kernel_of(blockwise) != "cublaslt":   # torch's path takes any scales
+        raise ValueError(f"blockwise={blockwise!r} names a block-wise kernel, but the scales are "
+                         f"{scaling}")
     _require_no_grad(fn, tensors)
-    return ValidatedCall(M=M, N=N, K=K, fmt_a=_FP8_FORMATS.get(mat1.dtype),
-                         fmt_b=_FP8_FORMATS.get(mat2.dtype), out_dtype=out_dtype,
+    return ValidatedCall(M=M, N=N, K=K, fmt_a=FP8_DTYPES.get(mat1.dtype),
+                         fmt_b=FP8_DTYPES.get(mat2.dtype), out_dtype=out_dtype,
                          device=mat1.device, empty=empty, has_scale_result=scale_result is not None,
-                         scaling=scaling, bias_dtype=None if bias is None else bias.dtype)
+                         scaling=scaling, bias_dtype=None if bias is None else bias.dtype,
+                         blockwise=recipe)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -505,9 +535,9 @@ def validate_accumulate(x, w, use_fast_accum):
         raise ReferenceRejectsError(
             f"x and w shapes cannot be multiplied as x @ w.T ({M}x{K} and {N}x{Kw})")
     if x.dtype not in _TORCH_FLOAT8:
-        raise ReferenceRejectsError(f"Expected x to be Float8 matrix got {dtype_name(x.dtype)}")
+        raise ReferenceRejectsError(f"Expected x to be Float8 matrix got {torch_name(x.dtype)}")
     if w.dtype not in _TORCH_FLOAT8:
-        raise ReferenceRejectsError(f"Expected w to be Float8 matrix got {dtype_name(w.dtype)}")
+        raise ReferenceRejectsError(f"Expected w to be Float8 matrix got {torch_name(w.dtype)}")
     if x.dtype == torch.float8_e5m2 and w.dtype == torch.float8_e5m2:
         raise ReferenceRejectsError("Multiplication of two Float8_e5m2 matrices is not supported")
     _check_same_device(fn, fn, x.device, ((2, "w", w),), first="x")
@@ -516,8 +546,8 @@ def validate_accumulate(x, w, use_fast_accum):
     if not empty:
         _check_cublas_operand_types("x", x, "w", w)
     _require_no_grad(fn, (("x", x), ("w", w)))
-    return ValidatedCall(M=M, N=N, K=K, fmt_a=_FP8_FORMATS.get(x.dtype),
-                         fmt_b=_FP8_FORMATS.get(w.dtype), out_dtype=torch.float32,
+    return ValidatedCall(M=M, N=N, K=K, fmt_a=FP8_DTYPES.get(x.dtype),
+                         fmt_b=FP8_DTYPES.get(w.dtype), out_dtype=torch.float32,
                          device=x.device, empty=empty)
 
 
@@ -534,34 +564,6 @@ def validate_out(out, out_dtype, mat1):
         raise ReferenceRejectsError(f"Expected all tensors to be on the same device, but found "
                                     f"at least two devices, {mat1.device} and {out.device}!")
     return out.dtype
-
-
-def out_layout(out):
-    """How torch 2.7.1 hands an [M, N] out to cuBLASLt (prepare_matrix_for_cublas of
-    aten/src/ATen/native/cuda/Blas.cpp): "row" (row-major, the usual transposed call), "col"
-    (column-major: cuBLASLt computes the GEMM of the swapped shape) or "copy" (no unit stride:
-    computed into a contiguous copy)."""
-    M, N = out.shape
-    s0, s1 = out.stride()
-    if _dense(out):
-        return "row" if out.is_contiguous() else "col"
-    if s0 == 1 and s1 >= max(1, M):
-        return "col"
-    if s1 == 1 and s0 >= max(1, N):
-        return "row"
-    return "copy"
-
-
-def _dense(t):
-    """Tensor::is_non_overlapping_and_dense for a matrix: its elements fill its storage span
-    exactly, in some order of the dimensions."""
-    sizes, strides = t.shape, t.stride()
-    expected = 1
-    for size, stride in sorted((p for p in zip(sizes, strides) if p[0] != 1), key=lambda p: p[1]):
-        if stride != expected:
-            return False
-        expected *= size
-    return True
 
 
 # ---------------------------------------------------------------------------------------------
@@ -594,7 +596,7 @@ def validate_mma(a, b, c, block):
         raise ValueError("mmaemu.mma: a and b must be [n, K] matrices of the same shape, got "
                          f"a {tuple(a.shape)} and b {tuple(b.shape)}")
     for name, t in (("a", a), ("b", b)):
-        if t.dtype not in _FP8_FORMATS:
+        if t.dtype not in FP8_DTYPES:
             raise ValueError(f"mmaemu.mma: {name} must be float8_e4m3fn or float8_e5m2, got "
                              f"{t.dtype}")
     n, K = a.shape
@@ -605,5 +607,5 @@ def validate_mma(a, b, c, block):
         raise ValueError(f"mmaemu.mma: K = {K} is not a multiple of the preset's block size "
                          f"{block}")
     _require_no_grad(fn, named)
-    return ValidatedMma(n=n, K=K, fmt_a=_FP8_FORMATS[a.dtype], fmt_b=_FP8_FORMATS[b.dtype],
+    return ValidatedMma(n=n, K=K, fmt_a=FP8_DTYPES[a.dtype], fmt_b=FP8_DTYPES[b.dtype],
                         device=a.device)

@@ -3,7 +3,7 @@
 Each is run as a module from the repository root (`python -m mmaemu_tools.record_goldens ...`);
 scripts/h200_ground_truth.sh and scripts/h200_cuda_check.sh run them on a GPU machine
 (docs/hardware_validation.md). They share the data-format helpers of _hwcommon.py, load
-mmaemu/_cublaslt.py (the cuBLASLt heuristic query) from the library, and compare the hardware
+mmaemu_tools/cublaslt.py (the cuBLASLt heuristic query) from the library, and compare the hardware
 with mmaemu itself and with the independent exact model of exactmodel.py (which the tests also
 compare with the C model, and whose alternatives the probes score).
 
@@ -16,7 +16,7 @@ compare with the C model, and whose alternatives the probes score).
   _rawmma                  raw mma.sync / wgmma through NVRTC (probe_hopper's instruction path)
   exactmodel               the exact model in pure Python (exact integers), with the probes'
                            alternatives
-  splitk_infer_eval        held-out accuracy of splitk="infer" (mmaemu/splitk_infer.py), per
+  splitk_infer_eval        held-out accuracy of splitk="infer" (mmaemu/planning/splitk_infer.py), per
                            profile, region and rule
   splitk_coverage          how public models' linear-layer shapes are decided, per profile
 """

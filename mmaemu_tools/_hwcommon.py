@@ -24,31 +24,26 @@ import torch
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def load_standalone(name):
-    """mmaemu/<name>.py without importing the mmaemu package (registered as
-    mmaemu_<name>_standalone).
+def load_standalone(path):
+    """mmaemu/<path>.py (e.g. "runtime/cuda_libs") without importing the mmaemu package
+    (registered as mmaemu_<name>_standalone).
 
     The package's __init__ imports the C extension (_C), a build output that a fresh checkout
-    lacks while the build runs beside the GPU jobs; _cublaslt and _cuda_libs need only ctypes,
-    so they are loaded from their files. Where mmaemu is already imported, its own module is
-    returned.
+    lacks while the build runs beside the GPU jobs; the modules the tools take from it need only
+    ctypes, so they are loaded from their files. Where mmaemu is already imported, its own
+    module is returned.
     """
-    if "mmaemu." + name in sys.modules:
-        return sys.modules["mmaemu." + name]
-    standalone = f"mmaemu{name}_standalone"
+    dotted = "mmaemu." + path.replace("/", ".")
+    if dotted in sys.modules:
+        return sys.modules[dotted]
+    standalone = "mmaemu_" + path.replace("/", "_") + "_standalone"
     if standalone not in sys.modules:
         import importlib.util
-        spec = importlib.util.spec_from_file_location(standalone, os.path.join(REPO_ROOT, "mmaemu", name + ".py"))
+        spec = importlib.util.spec_from_file_location(standalone, os.path.join(REPO_ROOT, "mmaemu", path + ".py"))
         mod = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = mod
         spec.loader.exec_module(mod)
     return sys.modules[standalone]
-
-
-def load_cublaslt():
-    """mmaemu/_cublaslt.py without importing the mmaemu package (see load_standalone)."""
-    load_standalone("_cuda_libs")   # what _cublaslt imports when it has no package
-    return load_standalone("_cublaslt")
 
 
 FMT_DTYPE = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}

@@ -30,7 +30,7 @@ import torch
 
 from ._hwcommon import load_standalone
 
-library_candidates = load_standalone("_cuda_libs").library_candidates
+library_candidates = load_standalone("runtime/cuda_libs").library_candidates
 
 FORMATS = {"e4m3": "e4m3", "e5m2": "e5m2"}
 

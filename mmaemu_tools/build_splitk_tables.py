@@ -5,7 +5,7 @@ tables/splitk/mmaemu-0.1.0/ holds, unchanged, the cuBLASLt heuristic decisions t
 published (Apache-2.0, see its NOTICE): one npz per GPU with every workspace, a metadata JSON
 (provenance, envelope, split rule) and the list of split reductions replayed on hardware. Each
 table written here selects one workspace of one GPU's npz (rows stay in the npz, read lazily by
-mmaemu/splitk.py) and carries its provenance and its envelope in the form the loader reads:
+mmaemu/planning/splitk.py) and carries its provenance and its envelope in the form the loader reads:
 
   H100 ("k_grid"): S = 1 when M*N > B(setting, K) for K_min <= K <= K_max, K rounded up to the
       grid; B copied from the metadata's envelope, `validated` from its sealed held-out test.

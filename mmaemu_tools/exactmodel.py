@@ -588,7 +588,7 @@ def hypothesis_accumulator(a_row, b_row, fa, fb, fast, partition=None, order="se
 
 # ---------------------------------------------------------------------------------------------
 # Block-wise scaled GEMMs (DeepSeek's 1x128 / 128x128 recipe) and the grouped row-wise GEMM.
-# Research note: /work/spec46.md (executor steps, sources, SASS). Each k group of `gran_k`
+# docs/semantics.md 8d and 8e: the executors' steps, their sources and SASS. Each k group of `gran_k`
 # (128) elements is one chain of hopper blocks from +0 (the first wgmma of the group runs with
 # scale-d = 0), and is scaled and added into an fp32 accumulator that starts at +0, in
 # ascending k. The executors differ only in how that update rounds:

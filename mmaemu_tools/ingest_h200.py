@@ -27,7 +27,7 @@ import tempfile
 HERE_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # caller recorded by record_heuristics.py -> (new profile, the hopper profile it mirrors)
 CALLERS = {"torch": ("h200", "hopper"), "te": ("h200-te", "hopper-te"), "ws0": ("h200-ws0", "hopper-ws0")}
-# the loader (mmaemu/splitk.py) keys rows by mmaemu's dtype names; tables from older
+# the loader (mmaemu/planning/splitk.py) keys rows by mmaemu's dtype names; tables from older
 # record_heuristics.py versions have torch's names, so rows are renamed on the way in
 OUT_DTYPE_NAMES = {"float32": "f32", "bfloat16": "bf16", "float16": "f16"}
 
@@ -141,7 +141,7 @@ def need(prov, key, table_id):
 
 
 def refuse_split_never_tables(run, existing):
-    """Takes out of the run each table whose profile never splits by rule (ws0: mmaemu/splitk.py)
+    """Takes out of the run each table whose profile never splits by rule (ws0: mmaemu/planning/splitk.py)
     but whose rows split: that table and its profile are refused, with the evidence; the rest of
     the run goes in. Returns the messages."""
     rules = {p["name"]: p["split_rule"] for p in existing["profiles"]}
@@ -252,8 +252,8 @@ def profiles_text(doc):
 def validate_with_loader(text, tables):
     """What mmaemu's loaders do with the new data: Profile(**fields), SplitTable(document)."""
     try:
-        from mmaemu.profiles import Profile
-        from mmaemu.splitk import SplitTable
+        from mmaemu.planning.profiles import Profile
+        from mmaemu.planning.splitk import SplitTable
     except ImportError as e:
         raise IngestError(f"cannot import mmaemu to check the profiles ({e}); build it first") from None
     for p in json.loads(text)["profiles"]:

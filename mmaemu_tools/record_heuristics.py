@@ -3,7 +3,7 @@
 
 For a caller's workspace (torch: 1 MiB, Transformer Engine: 32 MiB, or 0), asks
 `cublasLtMatmulAlgoGetHeuristic` (ctypes, with torch._scaled_mm's descriptor: see
-mmaemu/_cublaslt.py) what it picks for every shape of a grid (1 <= M <= 16384,
+mmaemu_tools/cublaslt.py) what it picks for every shape of a grid (1 <= M <= 16384,
 16 <= N <= 16384, 1024 <= K <= 4194304, K not a multiple of 128 included), writes
 tables/splitk/<table_id>.json with provenance, and derives the envelope: per K, the largest
 M*N that ever splits. A held-out set of random off-grid shapes then tests the envelope; the
@@ -65,8 +65,8 @@ if __name__ == "__main__":
 
 import torch  # noqa: E402
 
-from ._hwcommon import load_cublaslt, platform_info, refuse_hw_folder_for_dry_run, want_dry_run  # noqa: E402
-_cublaslt = load_cublaslt()   # without mmaemu/__init__ (and its _C)
+from ._hwcommon import platform_info, refuse_hw_folder_for_dry_run, want_dry_run  # noqa: E402
+from . import cublaslt as _cublaslt  # noqa: E402  (without mmaemu/__init__ and its _C)
 
 M_GRID = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048,
           3072, 4096, 6144, 8192, 12288, 16384]
@@ -125,7 +125,7 @@ def plan(quick, pairs, outs):
     return stages
 
 
-# Row keys use mmaemu's dtype names (mmaemu/splitk.py looks rows up by them); --outs takes torch's.
+# Row keys use mmaemu's dtype names (mmaemu/planning/splitk.py looks rows up by them); --outs takes torch's.
 OUT_NAMES = {"bfloat16": "bf16", "float32": "f32", "float16": "f16"}
 
 

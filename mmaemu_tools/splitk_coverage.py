@@ -4,7 +4,7 @@
 
 For each model's linear-layer shapes (N = out_features, K = in_features, from the models'
 published configurations) and batch sizes M = 1 ... 8192, E4M3 x E4M3 with a bf16 output, with
-and without fast accumulation, it asks mmaemu's split-K decision (mmaemu.splitk.decide, what
+and without fast accumulation, it asks mmaemu's split-K decision (mmaemu.planning.splitk.decide, what
 mmaemu.scaled_mm and explain use) with the default splitk="auto" and with the opt-in
 splitk="infer", and counts where each decision came from: table, rule, envelope, inferred, or
 unknown (SplitKUnknownError). Nothing is computed; it only reads the tables.
@@ -14,8 +14,8 @@ import warnings
 from collections import Counter
 
 from mmaemu.errors import SplitKUnknownError
-from mmaemu.profiles import get_profile
-from mmaemu.splitk import decide
+from mmaemu.planning.profiles import get_profile
+from mmaemu.planning.splitk import decide
 
 # (name, [(N, K), ...]): the distinct shapes of each model's linear layers. Sources: the models'
 # Hugging Face config.json (hidden size, intermediate size, attention and key-value heads) and,
@@ -30,12 +30,12 @@ MODELS = [
 ]
 BATCHES = [1, 4, 16, 64, 256, 1024, 4096, 8192]
 PROFILES = ["hopper", "hopper-te", "hopper-ws0", "ada", "ada-te", "ada-ws0"]
-SOURCES = ["table", "rule", "live", "envelope", "inferred", "unknown"]
+SOURCES = ["table", "rule", "envelope", "inferred", "unknown"]
 
 
 def source(profile, M, N, K, fast, splitk):
     """Where the decision comes from, or "unknown" where mmaemu refuses; an inferred one as
-    "inferred:<rule>" (the rule of mmaemu/splitk_infer.py its note names)."""
+    "inferred:<rule>" (the rule of mmaemu/planning/splitk_infer.py its note names)."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

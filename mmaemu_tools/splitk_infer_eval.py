@@ -1,4 +1,4 @@
-"""Held-out accuracy of the split-K inference (mmaemu/splitk_infer.py) on the recorded tables.
+"""Held-out accuracy of the split-K inference (mmaemu/planning/splitk_infer.py) on the recorded tables.
 
 For each profile's table, rows are held out, the inference is built from the rest
 (splitk_infer.Inference on the remaining columns) and the held-out rows are predicted; a
@@ -24,9 +24,9 @@ import time
 
 import numpy as np
 
-from mmaemu import splitk_infer
-from mmaemu.profiles import get_profile
-from mmaemu.splitk import get_table
+from mmaemu.planning import splitk_infer
+from mmaemu.planning.profiles import get_profile
+from mmaemu.planning.splitk import get_table
 
 PROFILES = ("hopper", "hopper-te", "ada", "ada-te")
 _FMT, _OUT = ("e4m3", "e5m2"), ("f32", "bf16", "f16", "e4m3", "e5m2")
@@ -132,7 +132,7 @@ def region_rows(profile, cols, env, res):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--constants", action="store_true",
-                    help="also print the ACCURACY literal of mmaemu/splitk_infer.py")
+                    help="also print the ACCURACY literal of mmaemu/planning/splitk_infer.py")
     args = ap.parse_args(argv)
     t0 = time.time()
     evals = {p: evaluate(p) for p in PROFILES}

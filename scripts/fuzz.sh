@@ -25,7 +25,7 @@ build() { # build NAME EXTRA_FLAGS...
     local name=$1; shift
     "$CC" "${EXACT[@]}" -g -O1 -Wall -Wextra -Werror "$@" \
         -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer \
-        -Icsrc test/fuzz/fuzz_gemm.c csrc/core.c csrc/reference.c csrc/cpu_*.c \
+        -Icsrc/include -Icsrc test/fuzz/fuzz_gemm.c csrc/core/*.c csrc/cpu/*.c \
         -pthread -lm -o "$out/$name"
 }
 # and a tiny L2, so that every K of 128 or more runs in short segments row chunk by row chunk

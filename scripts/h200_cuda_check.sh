@@ -85,7 +85,7 @@ if [ -f mmaemu/__main__.py ]; then
 else
     step selftest "${T_SELFTEST:-40}" "$LOG" $PY -c "
 import sys
-from mmaemu import backends
+from mmaemu.runtime import backends
 print(backends.driver_status()); print(backends.nvrtc_status()[0]); print(backends.device_info(0))
 res = backends.selftest()
 for r in res:

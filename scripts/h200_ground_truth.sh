@@ -11,11 +11,12 @@
 # Every job starts at t = 0, each under its own limit, and every limit ends TOTAL_S (default
 # 240 s, below the command's timeout_s) after the start, minus a margin:
 #   - the mmaemu C extension build (only the replay at the end and P8's model comparison need
-#     it: the data scripts load mmaemu/_cublaslt.py without the package);
+#     it: the data scripts load mmaemu_tools/cublaslt.py without the package);
 #   - record_heuristics.py for the h200 profiles: torch (1 MiB), te (32 MiB), ws0;
 #   - record_goldens.py with torch's default workspace, then 32 MiB and 0 for the split cases;
 #   - probe_hopper.py (P0-P10 and the rest) with torch's workspace, and P3-P5 again with 32 MiB;
-#     the probes that compare with mmaemu itself (P8, rowwise_*) again once the build is there.
+#     the probes that compare with mmaemu itself (P8, blockwise_cublaslt, rowwise_*) again once
+#     the build is there.
 # As each job ends, the work folder is packed again into $OUT/ground_truth.tar.gz and
 # $OUT/gt_summary.txt is rewritten: a run stopped by its timeout keeps what had finished. Files
 # in $OUT: those two and probes.json, probes_ws32m.json, probes_model.json (5 of the 8 a
@@ -157,9 +158,9 @@ echo "started goldens chain (pid $!)"
 ( model_ready || exit 0
   job probes_ws32m 150 env CUBLASLT_WORKSPACE_SIZE=32768 $PY -m mmaemu_tools.probe_hopper --out "$W/probes" \
      --only P3,P4,P5 --tag ws32m $DRY $QK ) &
-if [ -z "${DRY_RUN:-}" ]; then   # the probes that compare with mmaemu itself: P8, row-wise/bias
+if [ -z "${DRY_RUN:-}" ]; then   # the probes that compare with mmaemu itself: P8, block-wise, row-wise/bias
   ( built || exit 0
-    ids=$($PY -c "from mmaemu_tools import probe_hopper as p; print(','.join(['P8'] + [k for k in p.PROBES if k.startswith('rowwise_')]))")
+    ids=$($PY -c "from mmaemu_tools import probe_hopper as p; print(','.join(['P8', 'blockwise_cublaslt'] + [k for k in p.PROBES if k.startswith('rowwise_')]))")
     job probes_model 90 $PY -m mmaemu_tools.probe_hopper --out "$W/probes" --only "${ids:-P8}" --tag model ) &
 fi
 

@@ -19,9 +19,9 @@ import torch
 
 import mmaemu
 from mmaemu import errors
+from helpers import FORMATS as FMT, fp8_codes
 
 DATA = Path(__file__).resolve().parent / "data" / "hw_mini"
-FMT = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
 BITS_DTYPE = {1: torch.uint8, 2: torch.uint16, 4: torch.int32}
 
 
@@ -77,10 +77,6 @@ def load_index():
         return json.load(f)
 
 
-def _fp8(arr, fmt):
-    return torch.from_numpy(np.ascontiguousarray(arr)).view(FMT[fmt])
-
-
 def _expected(shards, expect):
     arr = shards.array(expect["bits"])
     assert hashlib.sha256(arr.tobytes()).hexdigest() == expect["sha256"], "recording sha256 differs"
@@ -109,7 +105,7 @@ def _mma_checks(case, shards):
     want = _expected(shards, case["expect"]).reshape(-1)
 
     def run(backend):
-        return mmaemu.mma(_fp8(rows_a, fa), _fp8(rows_b, fb), c32, preset=p["preset"])
+        return mmaemu.mma(fp8_codes(rows_a, fa), fp8_codes(rows_b, fb), c32, preset=p["preset"])
     return [Check(case["id"], run, bits=want)]
 
 
@@ -158,7 +154,7 @@ def _gemm_checks(case, shards, defaults):
             N = b.shape[0]
             w_rows = np.zeros(((N + 15) // 16 * 16, b.shape[1]), dtype=np.uint8)
             w_rows[:N] = b
-            x, w = _fp8(a, p["fmt_a"]), _fp8(w_rows, p["fmt_b"])
+            x, w = fp8_codes(a, p["fmt_a"]), fp8_codes(w_rows, p["fmt_b"])
             y = mmaemu.scaled_mm(x, w.t(), kw["scale_a"], kw["scale_b"],
                                  scale_result=kw["scale_result"], out_dtype=kw["out_dtype"],
                                  use_fast_accum=kw["fast"], profile=profile, backend=backend,

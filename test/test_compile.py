@@ -55,7 +55,7 @@ def test_compile_accumulate():
 
 def test_compiled_warnings_are_emitted_when_the_op_runs():
     """Compiled code plans when its planning op runs: each call warns as an eager call does, and
-    the warning's location is the planning op (mmaemu/ops.py), so Python's default filter shows
+    the warning's location is the planning op's implementation (mmaemu/api.py), so Python's default filter shows
     a warning once per process, not once per call."""
     torch._dynamo.reset()
     m = Gemm((2, "contiguous"))
@@ -72,7 +72,7 @@ def test_compiled_warnings_are_emitted_when_the_op_runs():
     assert len(compiled) == len(eager) == 2
     assert [str(r.message) for r in compiled] == [str(r.message) for r in eager]
     assert eager[0].filename == __file__
-    assert compiled[0].filename.endswith("mmaemu/ops.py")
+    assert compiled[0].filename.endswith("mmaemu/api.py")
     assert len(split_warnings(cm, "default")) == 1
 
 

@@ -7,6 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 
 import mmaemu
+from executors import CPU
 from mmaemu.testing import assert_bitwise_equal
 
 PRESETS = ["hopper", "ada", "b200"]
@@ -39,12 +40,12 @@ def _make_calls():
         elif kind == 3:  # the accumulator op
             name = f"accumulate {preset} {M}x{N}x{K} S={splits}"
             calls.append((name, lambda x=x, w=w, fast=fast, p=preset, s=splits, sc=scheme:
-                          torch.ops.mmaemu.accumulate(x, w, fast, p, s, sc, "auto")))
+                          torch.ops.mmaemu.accumulate(x, w, fast, p, s, sc, CPU)))
         else:  # the op with an explicit preset and split plan
             name = f"torch.ops.mmaemu.scaled_mm {preset} {M}x{N}x{K} {out} S={splits} {scheme}"
             calls.append((name, lambda x=x, w=w, sa=sa, sb=sb, out=out, fast=fast, p=preset, s=splits,
                           sc=scheme: torch.ops.mmaemu.scaled_mm(x, w.t(), sa, sb, None, None, out, fast,
-                                                                p, s, sc, "auto", 0)))
+                                                                p, s, sc, CPU, 0)))
     # mma rows with a C operand, per preset
     for n, preset in enumerate(PRESETS):
         block = 16 if preset == "ada" else 32

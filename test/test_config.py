@@ -1,4 +1,4 @@
-"""Environment variables: one module reads them (mmaemu/config.py); a value it does not accept is
+"""Environment variables: one module reads them (mmaemu/runtime/config.py); a value it does not accept is
 an error that names the variable, and `python -m mmaemu info` shows every variable."""
 import os
 import subprocess
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import mmaemu
-from mmaemu import config
+from mmaemu.runtime import config
 
 ONE = torch.tensor(1.0)
 
@@ -39,12 +39,13 @@ def test_each_variable_accepts_its_values_and_names_itself_when_it_refuses(monke
 
 
 def test_only_config_reads_the_environment():
-    """Every other module asks config (the tools under mmaemu_tools/ excepted)."""
+    """Every other module asks config (the tools under mmaemu_tools/ excepted; the C core reads
+    none: test/test_c_layers.py)."""
     import pathlib
     pkg = pathlib.Path(mmaemu.__file__).parent
     readers = sorted(str(p.relative_to(pkg)) for p in pkg.rglob("*.py")
                      if "os.environ" in p.read_text() or "getenv(" in p.read_text())
-    assert readers == ["_cublaslt.py", "config.py"]
+    assert readers == ["runtime/config.py"]
 
 
 def test_info_reports_every_variable_and_fails_on_a_refused_one():
@@ -68,7 +69,7 @@ def test_a_refused_backend_variable_fails_the_call_not_silently(monkeypatch):
 
 def test_disable_cuda_loads_neither_the_driver_nor_nvrtc():
     code = ("import torch, mmaemu\n"
-            "from mmaemu import diagnostics\n"
+            "from mmaemu.runtime import diagnostics\n"
             "x = torch.zeros(64, 1920, dtype=torch.float8_e4m3fn)\n"
             "mmaemu.scaled_mm(x, x.t(), torch.tensor(1.), torch.tensor(1.), splitk=1)\n"
             "diagnostics.info_report(); diagnostics.selftest_report()\n"
@@ -78,3 +79,23 @@ def test_disable_cuda_loads_neither_the_driver_nor_nvrtc():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                          check=True)
     assert out.stdout.split() == ["False", "False"]
+
+
+@pytest.mark.parametrize("name", ["MMAEMU_CACHE_DIR", "MMAEMU_FATBIN_DIR"])
+def test_a_blank_directory_variable_never_breaks_the_import(name):
+    """A refused loader variable leaves its default: the CPU computes, `info` names it."""
+    code = ("import torch, mmaemu\n"
+            "x = torch.zeros(16, 32, dtype=torch.float8_e4m3fn)\n"
+            "print(mmaemu.scaled_mm(x, x.t(), torch.tensor(1.), torch.tensor(1.), splitk=1,\n"
+            "                       out_dtype=torch.float32).shape)\n")
+    env = dict(os.environ, **{name: "  "})
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.returncode == 0 and "torch.Size([16, 16])" in out.stdout, out.stderr
+    info = _info(**{name: "  "})
+    assert info.returncode == 2 and f"environment variable {name} is empty" in info.stdout
+
+
+@pytest.mark.parametrize("value", ["cpu:portable", "cuda:reference"])
+def test_backend_variable_takes_executor_names(monkeypatch, value):
+    monkeypatch.setenv("MMAEMU_BACKEND", value)
+    assert config.get("MMAEMU_BACKEND") == value

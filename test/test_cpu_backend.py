@@ -1,7 +1,7 @@
 """The `cpu` backend returns the `reference` backend's bits (issue 4).
 
-Every case runs the reference once and the cpu backend with each SIMD path this CPU has
-(MMAEMU_CPU_SIMD) and with 1 and 2 threads, and compares bit patterns. The AVX-512 kernel is
+Every case runs the reference once and the cpu executor with each SIMD kernel this CPU has
+('cpu:<simd>') and with 1 and 2 threads, and compares bit patterns. The AVX-512 kernel is
 also run on SIMDe's portable intrinsics when a C compiler and SIMDe's headers are at hand
 (test_avx512_kernel_on_emulated_intrinsics), so its logic is checked on CPUs without AVX-512.
 """
@@ -19,9 +19,11 @@ import torch
 from hypothesis import given, strategies as st
 
 import cbuild
+from executors import CPU, CPU_SIMD
 
 import mmaemu
-from mmaemu import _C, diagnostics
+from mmaemu import _C
+from mmaemu.runtime import diagnostics
 from mmaemu.testing import assert_bitwise_equal
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -106,7 +108,7 @@ def check_all_paths(case, x, w, threads=(1, 2)):
     for path in PATHS:
         for n in threads:
             with simd_path(path), num_threads(n):
-                actual = gemm(case, x, w, "cpu")
+                actual = gemm(case, x, w, f"cpu:{path}")
             assert_bitwise_equal(actual, expected, f"{path}, {n} threads, {case}")
 
 
@@ -163,7 +165,7 @@ def test_threads_and_paths_agree_on_a_larger_gemm(preset, fast):
 @pytest.mark.parametrize("preset", PRESETS)
 def test_a_gemm_whose_tiles_outgrow_l2_runs_in_segments_with_the_reference_bits(preset):
     """512 x 48 x 1024: a tile's A rows and panel over all of K outgrow half of a 512 KiB L2, so
-    it runs in segments of 256 k, its row chunks' A kept in L2 (csrc/cpu_fast.c, whole_k_fits_l2;
+    it runs in segments of 256 k, its row chunks' A kept in L2 (csrc/cpu/cache.c, mm_cpu_whole_k_fits_l2;
     on a CPU with a larger L2 it runs over all of K), both accumulation modes."""
     rng = np.random.default_rng(23)
     x = as_fp8(fp8_codes(rng, 512, 1024, "e4m3", "clustered"), "e4m3")
@@ -173,7 +175,7 @@ def test_a_gemm_whose_tiles_outgrow_l2_runs_in_segments_with_the_reference_bits(
 
 
 def test_the_kept_a_buffer_serves_smaller_and_larger_gemms_after_it():
-    """The buffer of decoded A rows outlives its call (csrc/cpu_fast.c, a_buffer_take): a GEMM
+    """The buffer of decoded A rows outlives its call (csrc/cpu/buffers.c, mm_cpu_a_buffer_take): a GEMM
     after a larger one reads none of the rows that one left in it, and one after a smaller one
     gets a buffer large enough (each against the reference, every SIMD path, 1 and 2 threads)."""
     rng = np.random.default_rng(11)
@@ -240,7 +242,7 @@ def test_the_callers_rounding_mode_changes_no_bit(mode, preset):
         for splits, scheme in ((1, "none"), (3, "serial")):
             case = dict(BASE, preset=preset, fast=fast, out="acc", splits=splits, scheme=scheme)
             expected = gemm(case, x, w, "reference")
-            for backend in ("reference", "cpu"):
+            for backend in ("reference", CPU):
                 with rounding_mode(mode) as libm:
                     actual = gemm(case, x, w, backend)
                     assert libm.fegetround() == mode  # given back
@@ -252,58 +254,60 @@ def test_auto_on_cpu_tensors_is_the_cpu_backend():
     x = as_fp8(fp8_codes(rng, 64, 320, "e4m3", "clustered"), "e4m3")
     w = as_fp8(fp8_codes(rng, 48, 320, "e4m3", "clustered"), "e4m3")
     case = dict(BASE, preset="hopper", fast=True)
-    assert_bitwise_equal(gemm(case, x, w, "auto"), gemm(case, x, w, "reference"))
+    assert_bitwise_equal(gemm(case, x, w, CPU), gemm(case, x, w, "reference"))
     y = mmaemu.scaled_mm(x, w.t(), torch.tensor(0.5), torch.tensor(2.0), out_dtype=torch.bfloat16,
                          use_fast_accum=True, splitk=1, backend="cpu")
     assert_bitwise_equal(y, gemm(dict(case, scale_a=0.5, scale_b=2.0), x, w, "reference"))
     plan = mmaemu.explain(x, w.t(), torch.tensor(0.5), torch.tensor(2.0), out_dtype=torch.bfloat16,
                           use_fast_accum=True, splitk=1)
-    assert plan.backend == "cpu"
+    assert plan.backend == CPU or plan.backend.startswith("cpu:")   # auto: a measured SIMD kernel
 
 
-@pytest.mark.parametrize("value", ["sse9", "AVX2", "fast"])
-def test_unknown_simd_path_is_a_clear_error(value):
+@pytest.mark.parametrize("value", ["cpu:sse9", "cpu:AVX2", "cpu:fast", "cpu", "auto", "cuda:h4",
+                                   "host:reference", "cuda", ""])
+def test_the_op_refuses_what_is_no_cpu_executor(value):
+    """The op runs exactly the executor it is named: on CPU tensors 'reference' or 'cpu:<simd>';
+    anything else is refused with the accepted forms (no fallback, no default)."""
     x = torch.zeros(2, 32).to(torch.float8_e4m3fn)
-    with simd_path(value), pytest.raises(RuntimeError, match="MMAEMU_CPU_SIMD"):
-        gemm(dict(BASE, preset="hopper", fast=True), x, x, "cpu")
+    with pytest.raises(RuntimeError, match=rf"'{re.escape(value)}' names no executor of CPU tensors; pass "
+                                           r"'reference' or 'cpu:<simd>' \(<simd>: portable, avx2, avx512"):
+        gemm(dict(BASE, preset="hopper", fast=True), x, x, value)
 
 
-def test_simd_path_this_cpu_lacks_is_an_error_and_auto_works():
+def test_a_simd_kernel_this_cpu_lacks_is_refused_and_every_other_runs():
     x = torch.ones(2, 32).to(torch.float8_e4m3fn)
     case = dict(BASE, preset="hopper", fast=True)
-    assert "portable" in PATHS
-    for path in ("avx2", "avx512"):
-        if path not in PATHS:
-            with simd_path(path), pytest.raises(RuntimeError, match="MMAEMU_CPU_SIMD"):
-                gemm(case, x, x, "cpu")
-    with simd_path("auto"):
-        assert_bitwise_equal(gemm(case, x, x, "cpu"), gemm(case, x, x, "reference"))
+    assert "portable" in PATHS and PATHS == CPU_SIMD
+    for path in ("portable", "avx2", "avx512"):
+        if path in PATHS:
+            assert_bitwise_equal(gemm(case, x, x, f"cpu:{path}"), gemm(case, x, x, "reference"))
+        else:
+            with pytest.raises(RuntimeError, match=f"the SIMD kernel '{path}' is not available on this CPU"):
+                gemm(case, x, x, f"cpu:{path}")
 
 
-def test_simd_choice_says_which_path_and_why():
-    """auto reports the speeds it measured for every SIMD kernel this CPU has; a forced path is
-    named with the variable that forced it."""
-    with simd_path("auto"):
-        text = _C.cpu_simd_choice()
-    assert text.startswith("auto:")
-    for path in PATHS:
-        if path != "portable":
-            assert re.search(rf"{path} [0-9.]+ GMAC/s", text), text
-    if "avx2" in PATHS:  # the SIMD kernels' B panels: csrc/cpu_decode_avx2.c, cpu_decode_avx512.c
-        assert re.search(r"B panels decoded (with AVX2|32 k at a time, with AVX-512 \(64 columns\) and AVX2)", text), text
-        assert re.search(r"A's rows (8 k at a time with AVX2|16 k at a time with AVX-512)", text), text
+def test_simd_kernels_say_what_runs_here_and_measure_on_request():
+    """The C table of SIMD kernels (mmaemu._C.cpu_simd_kernels) and their speeds measured when
+    asked (mmaemu._C.cpu_simd_measure): nothing is timed on the GEMM path."""
+    table = _C.cpu_simd_kernels()
+    assert [k["name"] for k in table] == ["portable", "avx2", "avx512"]
+    assert [k["name"] for k in table if k["available"]] == PATHS
+    for k in table:
+        assert k["mr"] % k["row_step"] == 0 and k["w"] % 16 == 0, k
+        assert re.search(r"B's .*panels decoded .*; A's rows decoded ", k["decoders"]), k
+    if "avx2" in PATHS:  # the SIMD kernels' B panels: csrc/cpu/decode_b_avx2.c, decode_b_avx512.c
+        avx2 = table[1]["decoders"]
+        assert "32-column panels decoded 32 k at a time with AVX2" in avx2, avx2
+        assert re.search(r"A's rows decoded (8 k at a time with AVX2|16 k at a time with AVX-512)", avx2), avx2
     if "avx512" in PATHS:
-        assert "with AVX-512 (64 columns)" in text and "A's rows 16 k at a time with AVX-512" in text, text
-    if PATHS == ["portable"]:
-        assert "portable" in text
-    with simd_path("portable"):
-        assert _C.cpu_simd_choice() == "portable (MMAEMU_CPU_SIMD=portable)"
-    with simd_path("avx9"):
-        assert "not available" in _C.cpu_simd_choice()
+        assert "with AVX-512" in table[2]["decoders"], table[2]
+    rates = _C.cpu_simd_measure()
+    assert sorted(rates) == sorted(PATHS), rates
+    assert all(rate > 1e6 for rate in rates.values()), rates
 
 
 def test_a_pass_size_is_reported_from_the_cache():
-    """The rows of decoded A per pass (csrc/cpu_fast.c, a_pass_rows): a quarter of the last-level
+    """The rows of decoded A per pass (csrc/cpu/cache.c, mm_cpu_a_pass_rows): a quarter of the last-level
     cache Linux reports, within 4 and 32 MiB, or 32 MiB where the size is unknown; info says it."""
     text = _C.cpu_a_pass()
     m = re.fullmatch(r"A's rows decoded in passes of up to ([0-9.]+) MiB \((.*)\)", text)
@@ -339,12 +343,10 @@ def _build_simd_check(tmp_path, extra_flags):
     cc = shutil.which(os.environ.get("CC", "gcc")) or shutil.which("cc")
     if not cc:
         pytest.skip("needs a C compiler")
-    csrc = ROOT / "csrc"
-    sources = [pathlib.Path(cbuild.source("cpu_simd_check.c")), csrc / "core.c", csrc / "reference.c"]
-    sources += sorted(csrc.glob("cpu_*.c"))
+    sources = [cbuild.source("cpu_simd_check.c"), *cbuild.core_sources("core", "cpu")]
     exe = tmp_path / "cpu_simd_check"
     subprocess.run([cc, *cbuild.exact_flags("c"), "-O1", "-w",
-                    *extra_flags, f"-I{csrc}", *map(str, sources), "-o", str(exe), "-lpthread", "-lm"],
+                    *extra_flags, *cbuild.include_flags(), *sources, "-o", str(exe), "-lpthread", "-lm"],
                    check=True, timeout=300)
     return exe
 
@@ -354,14 +356,14 @@ def _build_simd_check(tmp_path, extra_flags):
 NARROW_GRID = ["-DMM_CPU_GRID_MIN=-20", "-DMM_CPU_GRID_MAX_NARROW=-5", "-DMM_CPU_GRID_MAX_SPLIT=-5"]
 
 
-# Tiny decode budgets (cpu_fast.c): K above 256 to 1024 (by kernel) is streamed in segments of
+# Tiny decode budgets (csrc/cpu/driver.h): K above 256 to 1024 (by kernel) is streamed in segments of
 # 160 k (rounded to whole blocks or promotion intervals) with few columns per pass, so split
 # states resume across segments, splits end inside segments and passes of columns repeat.
 STREAM_K = ["-DMM_CPU_PANEL_BUDGET=49152", "-DMM_CPU_A_BUDGET=16384", "-DMM_CPU_STREAM_CHUNK=160",
             "-DMM_CPU_STATE_BUDGET=2048"]
 
 
-# A tiny L2 (cpu_fast.c, whole_k_fits_l2): every GEMM with K of 128 or more runs in segments of
+# A tiny L2 (csrc/cpu/cache.c, mm_cpu_whole_k_fits_l2): every GEMM with K of 128 or more runs in segments of
 # 64 k (rounded to whole blocks or promotion intervals), row chunk by row chunk, its panels decoded
 # once per segment (run_segments), as large GEMMs do on CPUs whose L2 their tiles outgrow.
 L2_SEGMENTS = ["-DMM_CPU_L2_BYTES=4096", "-DMM_CPU_SEG_K=64", "-DMM_CPU_SEG_MIN_M=1"]
@@ -387,35 +389,31 @@ def test_avx512_kernel_on_emulated_intrinsics(tmp_path, flags, count):
     include = _simde_include()
     if not include:
         pytest.skip("needs SIMDe >= 0.8 headers (pip install simde-py)")
-    exe = _build_simd_check(tmp_path, ["-DMMAEMU_EMULATE_AVX512", f"-I{include}", *flags])
-    env = dict(os.environ)
-    if count == "nibbles":
-        env["MMAEMU_EMULATE_NIBBLES"] = "1"
-    run = subprocess.run([str(exe), "100", "12345"], capture_output=True, text=True, timeout=300, env=env)
+    nibbles = ["-DMMAEMU_EMULATE_NIBBLES"] if count == "nibbles" else []
+    exe = _build_simd_check(tmp_path, ["-DMMAEMU_EMULATE_AVX512", *nibbles, f"-I{include}", *flags])
+    run = subprocess.run([str(exe), "100", "12345"], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0 and " 0 failures" in run.stdout, run.stdout + run.stderr
     assert re.search(r"runs portable \d+ avx2 \d+ avx512 [1-9]", run.stdout), run.stdout  # it really ran
     assert ("nibble-table build" in run.stdout) == (count == "nibbles"), run.stdout  # info says which
 
 
 def test_simd_decoding_writes_the_tables_panels_and_rows(tmp_path):
-    """B panels decoded 32 k at a time with AVX2 and AVX-512 (csrc/cpu_decode_avx2.c,
-    csrc/cpu_decode_avx512.c) equal, byte for byte, the panels written code by code from the
+    """B panels decoded 32 k at a time with AVX2 and AVX-512 (csrc/cpu/decode_b_avx2.c,
+    csrc/cpu/decode_b_avx512.c) equal, byte for byte, the panels written code by code from the
     decoding tables (test/c/cpu_decode_check.c): records, sign words and NaN/Inf flags, both formats
     and both SIMD panel widths, each decoder alone as well, codes with and without subnormals, half
     of them decoded with DAZ set (no operand may be a subnormal fp32), sign words in both layouts
-    (the paired one: csrc/cpu_fast.h, mm_cpu_sign_paired). A's rows likewise, decoded
-    with AVX-512 where the CPU has it, with AVX2 (csrc/cpu_decode_a_avx512.c, cpu_decode_a_avx2.c)
+    (the paired one: csrc/cpu/cpu.h, mm_cpu_sign_paired). A's rows likewise, decoded
+    with AVX-512 where the CPU has it, with AVX2 (csrc/cpu/decode_a_avx512.c, decode_a_avx2.c)
     and by the scalar loop, for every table the kernels use: words, sign windows, NaN/Inf flags,
     nothing written past a row."""
     cc = cbuild.c_compiler()
     if not cc:
         pytest.skip("needs a C compiler")
-    csrc = ROOT / "csrc"
-    sources = [pathlib.Path(cbuild.source("cpu_decode_check.c")), csrc / "core.c", csrc / "reference.c"]
-    sources += [f for f in sorted(csrc.glob("cpu_*.c")) if f.name != "cpu_fast.c"]  # it includes cpu_fast.c
+    sources = [cbuild.source("cpu_decode_check.c"), *cbuild.core_sources("core", "cpu")]
     exe = tmp_path / "cpu_decode_check"
-    subprocess.run([cc, *cbuild.exact_flags("c"), "-O1", "-w", f"-I{csrc}", *map(str, sources), "-o", str(exe),
-                    "-lpthread", "-lm"], check=True, timeout=300)
+    subprocess.run([cc, *cbuild.exact_flags("c"), "-O1", "-w", *cbuild.include_flags(), "-I" + cbuild.CPU,
+                    *sources, "-o", str(exe), "-lpthread", "-lm"], check=True, timeout=300)
     run = subprocess.run([str(exe), "600", "7"], capture_output=True, text=True, timeout=300)
     if run.returncode == 77:
         pytest.skip("the CPU lacks AVX2")
@@ -433,7 +431,7 @@ def test_simd_decoding_writes_the_tables_panels_and_rows(tmp_path):
 
 @pytest.mark.parametrize("splits,scheme", [(1, "none"), (3, "pairwise"), (2, "serial")])
 def test_k_beyond_the_decode_budget_streams_to_the_reference_bits(splits, scheme):
-    """A K whose decoded panel would exceed the per-thread budget (cpu_fast.c) is streamed in
+    """A K whose decoded panel would exceed the per-thread budget (csrc/cpu/driver.h) is streamed in
     segments (split states carried across them) and gives the reference's bits."""
     rng = np.random.default_rng(5)
     K = 52_432  # above 52 428, the largest limit (portable), and a multiple of 16

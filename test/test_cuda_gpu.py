@@ -20,13 +20,15 @@ import torch
 from hypothesis import given, strategies as st
 
 import mmaemu
-from mmaemu import backends
+from mmaemu.planning import executors
+from mmaemu.runtime import availability, facts, loader, registry, selftest
 from mmaemu.testing import assert_bitwise_equal
+from executors import named
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CUDA = torch.cuda.is_available() and backends.device_count() > 0
+CUDA = torch.cuda.is_available() and loader.device_count() > 0
 requires_cuda = pytest.mark.skipif(not CUDA, reason="no CUDA device (torch.cuda or the driver)")
-KERNEL_NAMES = list(backends.KERNELS)
+KERNEL_NAMES = list(registry.KERNELS)
 FP8 = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
 OUT = [torch.float32, torch.bfloat16, torch.float16, torch.float8_e4m3fn, torch.float8_e5m2]
 SCALES = [1.0, 0.5, 2.0 ** -7, 3.0, -1.25, 1e-30, 1e30, 2.0 ** -140, 0.0, float("inf"), float("nan")]
@@ -34,7 +36,7 @@ SCALES = [1.0, 0.5, 2.0 ** -7, 3.0, -1.25, 1e-30, 1e30, 2.0 ** -140, 0.0, float(
 
 def codes(seed, shape, mode):
     g = torch.Generator().manual_seed(seed)
-    return backends._codes(g, shape, mode)
+    return selftest._codes(g, shape, mode)
 
 
 def run_op(case, backend, device):
@@ -46,12 +48,12 @@ def run_op(case, backend, device):
         x, w = x[:, 1:1 + case["K"]], w[:, 3:3 + case["K"]]
     if case["op"] == "accumulate":
         return torch.ops.mmaemu.accumulate(x, w, case["fast"], case["preset"], case["splits"],
-                                           case["scheme"], backend)
+                                           case["scheme"], named(backend, device))
     sa = torch.tensor(case["sa"], dtype=torch.float32, device=dev)
     sb = torch.tensor(case["sb"], dtype=torch.float32, device=dev)
     sr = None if case["sr"] is None else torch.tensor(case["sr"], dtype=torch.float32, device=dev)
     return torch.ops.mmaemu.scaled_mm(x, w.t(), sa, sb, None, sr, case["out"], case["fast"],
-                                      case["preset"], case["splits"], case["scheme"], backend,
+                                      case["preset"], case["splits"], case["scheme"], named(backend, device),
                                       case["epi"])
 
 
@@ -89,13 +91,13 @@ def test_reference_logic_on_cpu(case):
 
 
 def kernel_or_skip(kernel, device=0):
-    why = backends._static_reason(kernel, device)
+    why = availability.static_reason(kernel, device)
     if why:
         pytest.skip(why)
-    k = backends.KERNELS[kernel]
+    k = registry.KERNELS[kernel]
     if k.gated:
         for preset in k.presets:
-            v = backends.verdict(kernel, preset, device)
+            v = facts.verdict(kernel, preset, device)
             if v is None or not v["passed"]:
                 pytest.skip(f"{kernel} did not pass its self-test for {preset} "
                             f"({None if v is None else v['detail']}); "
@@ -120,7 +122,7 @@ def test_cuda_auto_matches_cpu(case):
 
 @requires_cuda
 def test_selftest_required_kernels_pass():
-    results = backends.selftest(0)
+    results = selftest.selftest(0)
     assert results, "no self-test ran"
     failed = [r for r in results if r.required and not r.passed]
     assert not failed, failed
@@ -131,22 +133,22 @@ def test_selftest_required_kernels_pass():
 def test_gated_kernel_on_its_home_device():
     """cuda:wgmma on compute capability 9.0: its self-test must pass (else it is not used) and
     backend="auto" must then take it for the hopper preset."""
-    info = backends.device_info(0)
+    info = loader.device_info(0)
     if info["cc"] != 90:
         pytest.skip(f"cuda:wgmma runs on sm_90 only (device is sm_{info['cc']})")
-    why = backends._static_reason("cuda:wgmma", 0)
+    why = availability.static_reason("cuda:wgmma", 0)
     assert why is None, why
     for preset in ("hopper", "ada"):
-        v = backends.verdict("cuda:wgmma", preset, 0)
+        v = facts.verdict("cuda:wgmma", preset, 0)
         assert v is not None and v["passed"], v
     x = torch.zeros(4, 32, dtype=torch.float8_e4m3fn, device="cuda")
-    res = backends.resolve("auto", [x], "hopper", (x.dtype, x.dtype))
+    res = executors.resolve("auto", [x], "hopper", (x.dtype, x.dtype))
     assert res.backend == "cuda:wgmma", res
 
 
 def graph_kernels():
-    return [k for k in KERNEL_NAMES if backends._static_reason(k, 0, "hopper") is None
-            and (not backends.KERNELS[k].gated or (backends.verdict(k, "hopper", 0) or {}).get("passed"))]
+    return [k for k in KERNEL_NAMES if availability.static_reason(k, 0, "hopper") is None
+            and (not registry.KERNELS[k].gated or (facts.verdict(k, "hopper", 0) or {}).get("passed"))]
 
 
 @requires_cuda
@@ -165,7 +167,7 @@ def test_cuda_graph_reads_scales_and_inputs_on_device(splits):
         def op():
             return torch.ops.mmaemu.scaled_mm(x, wd.t(), sa, sb, None, None, torch.bfloat16, False,
                                               "hopper", splits, "pairwise" if splits > 1 else "none",
-                                              kernel, 0)
+                                              named(kernel, dev), 0)
 
         eager = op()  # loads the module before capture
         torch.cuda.synchronize()
@@ -203,7 +205,7 @@ def test_non_default_stream_orders_with_its_producer():
         with torch.cuda.stream(s):
             torch.cuda._sleep(20_000_000)  # a launch on another stream would overtake the copy
             x.copy_(src)
-            out = torch.ops.mmaemu.accumulate(x, wd, True, "hopper", 1, "none", kernel)
+            out = torch.ops.mmaemu.accumulate(x, wd, True, "hopper", 1, "none", named(kernel, dev))
         s.synchronize()
         assert_bitwise_equal(out.cpu(), want, msg=f"{kernel} on a side stream")
 
@@ -212,11 +214,11 @@ def test_non_default_stream_orders_with_its_producer():
 def test_e5m2_and_mixed_formats_use_the_reference_backend():
     x = torch.zeros(8, 64, dtype=torch.float8_e5m2, device="cuda")
     w = torch.zeros(8, 64, dtype=torch.float8_e4m3fn, device="cuda")
-    res = backends.resolve("auto", [x, w], "hopper", (x.dtype, w.dtype))
+    res = executors.resolve("auto", [x, w], "hopper", (x.dtype, w.dtype))
     assert res.backend == "reference"
     assert any("E5M2 and mixed formats" in f for f in res.fallbacks)
     with pytest.raises(mmaemu.BackendUnavailableError):
-        backends.resolve("cuda:h4", [x, w], "hopper", (x.dtype, w.dtype))
+        executors.resolve("cuda:h4", [x, w], "hopper", (x.dtype, w.dtype))
 
 
 @requires_cuda
@@ -225,8 +227,8 @@ def test_raw_op_auto_is_the_reference_kernel():
     tensors is the reference kernel, and "cuda" (a policy request) is refused."""
     x = codes(11, (70, 300), "wide").view(torch.float8_e4m3fn).cuda()
     w = codes(12, (50, 300), "wide").view(torch.float8_e4m3fn).cuda()
-    auto = torch.ops.mmaemu.accumulate(x, w, True, "hopper", 3, "serial", "auto")
-    ref = torch.ops.mmaemu.accumulate(x, w, True, "hopper", 3, "serial", "reference")
+    auto = torch.ops.mmaemu.accumulate(x, w, True, "hopper", 3, "serial", "cuda:reference")
+    ref = torch.ops.mmaemu.accumulate(x, w, True, "hopper", 3, "serial", "cuda:reference")
     assert_bitwise_equal(auto.cpu(), ref.cpu())
     with pytest.raises(RuntimeError, match="names no kernel"):
         torch.ops.mmaemu.accumulate(x, w, True, "hopper", 1, "none", "cuda")
@@ -246,16 +248,16 @@ def test_guide_first_gemm_on_cuda():
 
 @requires_cuda
 def test_nvrtc_built_kernels_pass_their_selftests(tmp_path):
-    line, version = backends.nvrtc_status()
+    line, version = loader.nvrtc_status()
     if not version:
         pytest.skip(line)
     code = textwrap.dedent("""
         import json
-        from mmaemu import backends
+        from mmaemu.runtime import backends
         out = []
-        for r in backends.selftest(0, force=True):
+        for r in selftest.selftest(0, force=True):
             out.append([r.kernel, r.preset, r.status, r.required, r.detail,
-                        backends.kernel_check(0, r.kernel)[1] if r.status != "unavailable" else ""])
+                        loader.kernel_check(0, r.kernel)[1] if r.status != "unavailable" else ""])
         print(json.dumps(out))
     """)
     env = dict(os.environ, MMAEMU_FORCE_NVRTC="1", MMAEMU_CACHE_DIR=str(tmp_path),

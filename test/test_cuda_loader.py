@@ -1,4 +1,5 @@
-"""The CUDA loader's decisions, without a GPU (csrc/cuda_*.c, mmaemu/_loader.py, mmaemu/backends.py).
+"""The CUDA loader's decisions, without a GPU (csrc/cuda/*.c, mmaemu/runtime/loader.py,
+mmaemu/planning/executors.py).
 
 Each case runs in a fresh subprocess (the loader initialises once per process) against:
   - a missing driver (MMAEMU_LIBCUDA_PATH=/nonexistent): everything unavailable with the reason,
@@ -26,21 +27,24 @@ KERNELS = cbuild.KERNELS
 
 # Drives the fake device: run() launches one plan with a concrete kernel through
 # mmaemu._C.cuda_run_plan (raw addresses: the fake driver never dereferences them); choose() is
-# the kernel backends.resolve() picks for a request when every self-test has passed.
+# the kernel executors.resolve() picks for a request when every self-test has passed.
 PLAN_HELPERS = r"""
 import os, sys
 import torch
 import mmaemu
-from mmaemu import _C, backends
-
+from mmaemu import _C
+from mmaemu.planning import executors
+from mmaemu.runtime import diagnostics, facts, loader
 PRESETS = {"hopper": (32, 13, 14, 128), "ada": (16, 13, 14, 128), "b200": (32, 25, 24, 128)}
 FORMATS = {0: torch.float8_e4m3fn, 1: torch.float8_e5m2}
-backends.verdict = lambda kernel, preset, device, run=True, force=False: {
+facts.verdict = lambda kernel, preset, device, run=True, force=False: {
     "passed": True, "cases": 1, "mismatches": 0, "detail": "passed (simulated)", "seconds": 0.0}
 
 def choose(request, preset="hopper", fmt=(0, 0)):
-    return backends.resolve(request, torch.device("cuda", 0), preset.split("-")[0],
-                            (FORMATS[fmt[0]], FORMATS[fmt[1]])).backend
+    # the kernel (its name in the C table) of the executor resolve() picks
+    e = executors.resolve(request, torch.device("cuda", 0), preset.split("-")[0],
+                          (FORMATS[fmt[0]], FORMATS[fmt[1]])).executor
+    return "reference" if e == "cuda:reference" else e
 
 def run(kernel, M=100, N=200, K=256, fmt=(0, 0), preset="hopper", splits=1, scheme=0,
         workspace=True, fast=1):
@@ -65,7 +69,7 @@ def fake_driver(tmp_path_factory):
 
 
 def source_hash(module):
-    """The stamp setup.py writes beside a fatbin (and csrc/cuda_modules.c recomputes)."""
+    """The stamp setup.py writes beside a fatbin (and csrc/cuda/modules.c recomputes)."""
     names = [module + ".cu"] + sorted(n for n in os.listdir(KERNELS)
                                       if n.startswith("mmaemu_") and n.endswith(".h"))
     h = hashlib.sha256()
@@ -103,15 +107,16 @@ def log_lines(path):
 def test_missing_driver_reports_why_and_cpu_still_works(tmp_path):
     out = run_py("""
         import json, torch, mmaemu
-        from mmaemu import backends
+        from mmaemu.planning import executors
+        from mmaemu.runtime import diagnostics, facts, loader
         x = torch.zeros(16, 16)
         x[0, :2] = torch.tensor([1.0, -2.0])
         x = x.to(torch.float8_e4m3fn)
         y = mmaemu.scaled_mm(x, x.t(), torch.tensor(1.0), torch.tensor(1.0), out_dtype=torch.float32,
                              splitk=1)[:1, :1]
-        print(json.dumps({"status": backends.driver_status(), "count": backends.device_count(),
-                          "rows": backends.status(), "y": y.tolist(),
-                          "res": backends.resolve(None, [x], "hopper", (x.dtype, x.dtype))}))
+        print(json.dumps({"status": loader.driver_status(), "count": loader.device_count(),
+                          "rows": diagnostics.status(), "y": y.tolist(),
+                          "res": executors.resolve(None, x.device, "hopper", (x.dtype, x.dtype))[:3]}))
     """, {"MMAEMU_LIBCUDA_PATH": "/nonexistent/libcuda.so.1", "MMAEMU_CACHE_DIR": str(tmp_path)})
     r = json.loads(out)
     assert r["status"].startswith("no NVIDIA driver: cannot load /nonexistent/libcuda.so.1")
@@ -124,15 +129,16 @@ def test_missing_driver_reports_why_and_cpu_still_works(tmp_path):
     assert not rows["cuda:v9"]["available"] and "not part of this build" in rows["cuda:v9"]["reason"]
     assert not rows["cuda:tc3"]["available"] and "not part of this build" in rows["cuda:tc3"]["reason"]
     assert rows["cpu"]["available"] and rows["cpu"]["device"] == "cpu"
-    assert r["res"] == ["cpu", ["cuda: tensors on cpu"], []]
+    assert r["res"][0].startswith("cpu:") and r["res"][1:] == [["cuda: tensors on cpu"], []]
 
 
 def test_disable_cuda_never_loads_the_driver(fake_driver, tmp_path):
     log = tmp_path / "log"
     out = run_py("""
-        from mmaemu import backends
-        print(backends.driver_status()); print(backends.device_count())
-        print(backends.kernel_check(0, "reference"))
+        from mmaemu.planning import executors
+        from mmaemu.runtime import diagnostics, facts, loader
+        print(loader.driver_status()); print(loader.device_count())
+        print(loader.kernel_check(0, "reference"))
     """, {"MMAEMU_DISABLE_CUDA": "1", "MMAEMU_LIBCUDA_PATH": str(fake_driver), "FAKE_CUDA_LOG": str(log)})
     assert "disabled by MMAEMU_DISABLE_CUDA" in out
     assert log_lines(log) == []  # the fake driver's constructor never ran
@@ -141,9 +147,10 @@ def test_disable_cuda_never_loads_the_driver(fake_driver, tmp_path):
 @pytest.mark.parametrize("mode, expect", [("stub", "stub library"), ("nodevice", "no CUDA device")])
 def test_driver_without_devices(fake_driver, tmp_path, mode, expect):
     out = run_py("""
-        from mmaemu import backends
-        print(backends.driver_status()); print(backends.device_count())
-        print([r for r in backends.status() if r["name"] == "cuda:h4"][0]["reason"])
+        from mmaemu.planning import executors
+        from mmaemu.runtime import diagnostics, facts, loader
+        print(loader.driver_status()); print(loader.device_count())
+        print([r for r in diagnostics.status() if r["name"] == "cuda:h4"][0]["reason"])
     """, {"MMAEMU_LIBCUDA_PATH": str(fake_driver), "FAKE_CUDA_MODE": mode})
     lines = out.splitlines()
     assert expect in lines[0] and lines[1] == "0" and expect in lines[2]
@@ -154,8 +161,8 @@ def test_fake_device_fatbins_and_kernel_choice(fake_driver, fatbins, tmp_path):
     out = run_py(PLAN_HELPERS + """
 import json
 res = {}
-res["info"] = backends.device_info(0)
-res["checks"] = {k: backends.kernel_check(0, k) for k in ("reference", "cuda:h1", "cuda:h4", "cuda:v4", "cuda:wgmma")}
+res["info"] = loader.device_info(0)
+res["checks"] = {k: loader.kernel_check(0, k) for k in ("reference", "cuda:h1", "cuda:h4", "cuda:v4", "cuda:wgmma")}
 res["auto"] = run(choose("auto"))
 res["e5m2"] = run(choose("auto", fmt=(1, 0)), fmt=(1, 0))
 res["ada"] = run(choose("auto", preset="ada"), preset="ada")
@@ -172,7 +179,7 @@ res["split_no_ws"] = run("cuda:h4", splits=3, K=1000, workspace=False)
 res["ref_split_no_ws"] = run("reference", splits=3, K=1000, workspace=False)
 res["wgmma"] = run("cuda:wgmma")
 res["unknown"] = run("cuda:h9")
-rows = backends.status(0)
+rows = diagnostics.status(0)
 res["rows"] = {r["name"]: [r["available"], r["reason"]] for r in rows}
 print(json.dumps(res))
 """, {"MMAEMU_LIBCUDA_PATH": str(fake_driver), "MMAEMU_FATBIN_DIR": str(fatbins),
@@ -244,8 +251,9 @@ assert rc != 0 and "needs sm_80" in err, err
 def test_stale_fatbin_is_refused(fake_driver, fatbins, tmp_path):
     (fatbins / "ieee.fatbin.sha256").write_text("0" * 64 + "\n")
     out = run_py("""
-        from mmaemu import backends
-        print(backends.kernel_check(0, "cuda:h4")); print(backends.kernel_check(0, "reference"))
+        from mmaemu.planning import executors
+        from mmaemu.runtime import diagnostics, facts, loader
+        print(loader.kernel_check(0, "cuda:h4")); print(loader.kernel_check(0, "reference"))
     """, {"MMAEMU_LIBCUDA_PATH": str(fake_driver), "MMAEMU_FATBIN_DIR": str(fatbins),
           "MMAEMU_DISABLE_NVRTC": "1"})
     h4, ref = out.splitlines()
@@ -255,16 +263,17 @@ def test_stale_fatbin_is_refused(fake_driver, fatbins, tmp_path):
 
 def test_nvrtc_fallback_and_cubin_cache(fake_driver, fatbins, tmp_path):
     """A fatbin the device rejects -> NVRTC for the device's own arch, cached for the next process."""
-    from mmaemu import backends
-    if not backends.nvrtc_status()[1]:
-        pytest.skip("NVRTC not found: " + backends.nvrtc_status()[0])
+    from mmaemu.runtime import loader
+    if not loader.nvrtc_status()[1]:
+        pytest.skip("NVRTC not found: " + loader.nvrtc_status()[0])
     cache, log = tmp_path / "cache", tmp_path / "log"
     env = {"MMAEMU_LIBCUDA_PATH": str(fake_driver), "MMAEMU_FATBIN_DIR": str(fatbins),
            "FAKE_CUDA_REJECT_FATBIN": "1", "MMAEMU_CACHE_DIR": str(cache), "FAKE_CUDA_LOG": str(log),
            "FAKE_CUDA_CC": "86"}
     code = """
-        from mmaemu import backends
-        print(backends.kernel_check(0, "reference"))
+        from mmaemu.planning import executors
+        from mmaemu.runtime import diagnostics, facts, loader
+        print(loader.kernel_check(0, "reference"))
     """
     first = run_py(code, env)
     assert "fatbin not loadable on sm_86" in first and "NVRTC sm_86 (compiled, cached)" in first
@@ -287,21 +296,23 @@ def test_nvrtc_path_names_the_library(tmp_path):
     """MMAEMU_NVRTC_PATH: a path with no NVRTC says so (and nothing compiles); the real library's
     path is used as given."""
     out = run_py("""
-        from mmaemu import backends
-        print(backends.nvrtc_status()[0]); print(backends.nvrtc_status()[1])
-        print(backends.nvrtc_compile("reference", "sm_80")[0])
+        from mmaemu.planning import executors
+        from mmaemu.runtime import diagnostics, facts, loader
+        print(loader.nvrtc_status()[0]); print(loader.nvrtc_status()[1])
+        print(loader.nvrtc_compile("reference", "sm_80")[0])
     """, {"MMAEMU_NVRTC_PATH": str(tmp_path / "libnvrtc.so.13"), "MMAEMU_LIBCUDA_PATH": NO_DRIVER})
     lines = out.splitlines()
     assert lines[0].startswith(f"MMAEMU_NVRTC_PATH={tmp_path / 'libnvrtc.so.13'}: no loadable libnvrtc")
     assert lines[1] == "0" and lines[2] == "False"
-    from mmaemu import backends
-    line, version = backends.nvrtc_status()
+    from mmaemu.runtime import loader
+    line, version = loader.nvrtc_status()
     if not version or " at " not in line:
         pytest.skip("NVRTC not found here: " + line)
     real = line.split(" at ", 1)[1].split(" ")[0]
     out = run_py("""
-        from mmaemu import backends
-        print(backends.nvrtc_status()[0]); print(backends.nvrtc_compile("reference", "sm_80")[0])
+        from mmaemu.planning import executors
+        from mmaemu.runtime import diagnostics, facts, loader
+        print(loader.nvrtc_status()[0]); print(loader.nvrtc_compile("reference", "sm_80")[0])
     """, {"MMAEMU_NVRTC_PATH": real, "MMAEMU_LIBCUDA_PATH": NO_DRIVER})
     lines = out.splitlines()
     assert real in lines[0] and lines[1] == "True"
@@ -311,9 +322,9 @@ def test_unwritable_cache_dir_costs_only_the_cache(fake_driver, fatbins, tmp_pat
     """MMAEMU_CACHE_DIR that cannot be created (a file is in the way): NVRTC still compiles and
     loads the kernel (reported as not cached), self-test verdicts are not stored, nothing raises,
     and the process keeps computing."""
-    from mmaemu import backends
-    if not backends.nvrtc_status()[1]:
-        pytest.skip("NVRTC not found: " + backends.nvrtc_status()[0])
+    from mmaemu.runtime import loader
+    if not loader.nvrtc_status()[1]:
+        pytest.skip("NVRTC not found: " + loader.nvrtc_status()[0])
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("a file where the cache directory should be")
     env = {"MMAEMU_LIBCUDA_PATH": str(fake_driver), "MMAEMU_FATBIN_DIR": str(fatbins),
@@ -321,10 +332,12 @@ def test_unwritable_cache_dir_costs_only_the_cache(fake_driver, fatbins, tmp_pat
            "FAKE_CUDA_CC": "86"}
     out = run_py("""
         import torch, mmaemu
-        from mmaemu import backends
-        print(backends.kernel_check(0, "reference"))
-        backends._store_verdict("k", {"passed": True})
-        print(backends._load_verdict("k"))
+        from mmaemu.planning import executors
+        from mmaemu.runtime import diagnostics, facts, loader
+        print(loader.kernel_check(0, "reference"))
+        facts._store("selftest", "k", {"passed": True})
+        facts.forget()                       # as a new process would: the disk
+        print(facts._load("selftest", "k"))
         x = torch.ones(16, 16).to(torch.float8_e4m3fn)
         y = mmaemu.scaled_mm(x, x.t(), torch.tensor(1.0), torch.tensor(1.0),
                              out_dtype=torch.float32, splitk=1)

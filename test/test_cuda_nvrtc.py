@@ -10,20 +10,19 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from mmaemu import backends
-
+from mmaemu.runtime import loader
 ARCHS = ["sm_75", "sm_80", "sm_89", "sm_90"]
 TARGETS = [(m, a) for m in ("reference", "ieee", "wgmma") for a in ARCHS] + [("wgmma", "sm_90a")]
 
 
 @pytest.fixture(scope="module")
 def compiled():
-    line, version = backends.nvrtc_status()
+    line, version = loader.nvrtc_status()
     if not version:
         pytest.skip(line)
     # NVRTC compiles independent programs in parallel (ctypes releases the GIL)
     with ThreadPoolExecutor(max_workers=max(1, min(len(TARGETS), os.cpu_count() or 1))) as pool:
-        results = list(pool.map(lambda t: backends.nvrtc_compile(*t), TARGETS))
+        results = list(pool.map(lambda t: loader.nvrtc_compile(*t), TARGETS))
     return dict(zip(TARGETS, results))
 
 
@@ -36,15 +35,15 @@ def test_kernel_source_compiles(compiled, module, arch):
 
 def test_ptx_for_future_architectures(compiled):
     """compute_XY yields PTX: what the loader uses for GPUs newer than NVRTC knows."""
-    ok, size, detail = backends.nvrtc_compile("reference", "compute_90")
+    ok, size, detail = loader.nvrtc_compile("reference", "compute_90")
     assert ok and size > 1000, detail
 
 
 def test_compile_errors_are_reported():
-    line, version = backends.nvrtc_status()
+    line, version = loader.nvrtc_status()
     if not version:
         pytest.skip(line)
-    ok, _, detail = backends.nvrtc_compile("ieee", "sm_60")  # below NVRTC 12/13's oldest target
+    ok, _, detail = loader.nvrtc_compile("ieee", "sm_60")  # below NVRTC 12/13's oldest target
     assert not ok and detail
-    ok, _, detail = backends.nvrtc_compile("nonexistent", "sm_90")
+    ok, _, detail = loader.nvrtc_compile("nonexistent", "sm_90")
     assert not ok and "unknown module" in detail

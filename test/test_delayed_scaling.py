@@ -1,13 +1,13 @@
 """DelayedScalingFP8Linear quantises a sequence of calls as TE's DelayedScaling does.
 
 The reference below is written from TE 2.3's delayed_scaling.cu (kernel_bulk) and the cast
-kernel's amax fold, in numpy float32, independently of mmaemu.delayed_scaling."""
+kernel's amax fold, in numpy float32, independently of mmaemu.integrations.delayed_scaling."""
 import numpy as np
 import pytest
 import torch
 
 import mmaemu
-from mmaemu.delayed_scaling import DelayedScalingFP8Linear, DelayedScalingState
+from mmaemu.integrations.delayed_scaling import DelayedScalingFP8Linear, DelayedScalingState
 from mmaemu.testing import assert_bitwise_equal
 
 F32 = np.float32

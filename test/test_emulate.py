@@ -8,16 +8,13 @@ from hypothesis import given, strategies as st
 
 import mmaemu
 from mmaemu.testing import assert_bitwise_equal, bits
+from helpers import fp8_clamp as fp8
 
-emulate_module = sys.modules["mmaemu.emulate"]
+emulate_module = sys.modules["mmaemu.integrations.emulate"]
 ONE = torch.tensor(1.0)
 # The split-K tables hold few rows so far, so these small shapes have no recorded decision:
 # the tests pass splitk=1 (no split), to emulate() and to the direct calls alike.
 S1 = {"splitk": 1}
-
-
-def fp8(t):
-    return t.clamp(-448, 448).to(torch.float8_e4m3fn)
 
 
 def operands(m=16, n=32, k=64, seed=0, spread=8.0):

@@ -7,15 +7,12 @@ from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
 
 import mmaemu
 from mmaemu.testing import assert_bitwise_equal, bits
+from helpers import fp8_clamp as fp8
 
 E4M3, E5M2 = torch.float8_e4m3fn, torch.float8_e5m2
 ONE = torch.tensor(1.0)
 S1 = {"splitk": 1}
 TW, RW = F.ScalingType.TensorWise, F.ScalingType.RowWise
-
-
-def fp8(t, dtype=E4M3):
-    return t.clamp(-448, 448).to(dtype)
 
 
 def operands(m=16, n=32, k=256, seed=0, spread=16.0):
@@ -99,8 +96,10 @@ def test_v2_refusals():
             return torch._scaled_mm_v2(x, wt, list(scale_a), list(recipe_a), list(swizzle_a),
                                        list(scale_b), list(recipe_b), list(swizzle_b), None,
                                        torch.bfloat16, list(contraction_dim), False)
-        with pytest.raises(mmaemu.UnsupportedFeatureError, match="BlockWise1x128.*block-wise"):
+        with pytest.raises(mmaemu.ReferenceRejectsError, match="scale_b must have shape"):
             v2(scale_a=[block_a], recipe_a=[4], scale_b=[ONE], recipe_b=[4])
+        with pytest.raises(mmaemu.UnsupportedFeatureError, match="BlockWise1x32.*MX and NVFP4"):
+            v2(scale_a=[block_a], recipe_a=[3], scale_b=[ONE], recipe_b=[3])
         with pytest.raises(mmaemu.UnsupportedFeatureError, match="two-level"):
             v2(scale_a=[ONE, ONE], recipe_a=[0, 0])
         with pytest.raises(mmaemu.UnsupportedFeatureError, match="swizzled"):
@@ -128,14 +127,102 @@ def test_v2_refusals():
                                              out=torch.empty(0, dtype=torch.bfloat16))
 
 
-def test_grouped_gemms_are_refused_not_run_natively():
-    x, w = operands(m=32, n=32, k=64)
-    offs = torch.tensor([16, 32], dtype=torch.int32)
-    with mmaemu.emulate(**S1):
-        with pytest.raises(mmaemu.UnsupportedFeatureError, match="grouped"):
-            torch._scaled_grouped_mm(x, w.t(), ONE, ONE, offs=offs, out_dtype=torch.bfloat16)
-        with pytest.raises(mmaemu.UnsupportedFeatureError, match="grouped"):
-            F.scaled_grouped_mm(x, w.t(), ONE, TW, ONE, TW, offs=offs)
+def _deepseek_operands(m=24, n=160, k=272, seed=3):
+    """A block-wise call: per-token 1 x 128 scales for x, 128 x 128 blocks for w, in torch's v1
+    layouts (scale_a M-major, scale_b the transpose of w's [ceil(N/128), ceil(K/128)] scales)."""
+    x, w = operands(m=m, n=n, k=k, seed=seed)
+    g = torch.Generator().manual_seed(seed)
+    L = -(-k // 128)
+    sa = (torch.rand(L, m, generator=g) + 0.5).t()
+    sw = torch.rand(-(-n // 128), L, generator=g) + 0.5
+    return x, w, sa, sw
+
+
+def test_blockwise_recipes_give_mmaemu_bits_in_every_spelling():
+    x, w, sa, sw = _deepseek_operands()
+    L4 = -(-sw.shape[1] // 4) * 4
+    sw_v2 = torch.zeros(sw.shape[0], L4)
+    sw_v2[:, :sw.shape[1]] = sw
+    sw_v2 = sw_v2.t()        # (round_up(L, 4), ceil(N/128)) with strides (1, L4)
+    B1, B128 = F.ScalingType.BlockWise1x128, F.ScalingType.BlockWise128x128
+    for kernel in (None, "deepgemm", "cutlass"):
+        with pytest.warns(mmaemu.ExperimentalPresetWarning) if kernel is None else _no_warning():
+            want = mmaemu.scaled_mm(x, w.t(), sa, sw.t(), out_dtype=torch.bfloat16,
+                                    blockwise=kernel)
+        with mmaemu.emulate(blockwise=kernel), _no_warning(mmaemu.ExperimentalPresetWarning):
+            got = [torch._scaled_mm(x, w.t(), sa, sw.t(), out_dtype=torch.bfloat16),
+                   F.scaled_mm(x, w.t(), sa, B1, sw_v2, B128),
+                   torch.ops.aten._scaled_mm_v2(x, w.t(), [sa], [4], [], [sw_v2], [5], [], None,
+                                                torch.bfloat16, [], False)]
+        for y in got:
+            assert_bitwise_equal(y, want)
+
+
+class _no_warning:
+    """Record warnings of a category (all by default) and ignore them: the block-wise default
+    warns once per call site; the bits are what these tests compare."""
+    def __init__(self, category=Warning):
+        self.category = category
+
+    def __enter__(self):
+        import warnings
+        self._cm = warnings.catch_warnings()
+        self._cm.__enter__()
+        warnings.simplefilter("ignore", self.category)
+
+    def __exit__(self, *exc):
+        return self._cm.__exit__(*exc)
+
+
+def test_blockwise_v2_layout_checks():
+    x, w, sa, sw = _deepseek_operands()
+    B1, B128 = F.ScalingType.BlockWise1x128, F.ScalingType.BlockWise128x128
+    with mmaemu.emulate(blockwise="deepgemm"):
+        with pytest.raises(mmaemu.ReferenceRejectsError, match="scale_b must have shape"):
+            F.scaled_mm(x, w.t(), sa, B1, sw.t(), B128)      # v1's layout, not v2's padded one
+        with pytest.raises(mmaemu.ReferenceRejectsError, match="scale_a must have strides"):
+            F.scaled_mm(x, w.t(), sa.contiguous(), B1, sw.t(), B1)
+        with pytest.raises(mmaemu.ReferenceRejectsError, match="Invalid scaling configuration"):
+            F.scaled_mm(x, w.t(), sa, B1, ONE, TW)
+
+
+def _grouped_operands(seed=4):
+    g = torch.Generator().manual_seed(seed)
+    x = fp8(torch.randn(40, 64, generator=g) * 8)
+    w = fp8(torch.randn(3, 32, 64, generator=g) * 8)
+    sa = torch.rand(40, generator=g) + 0.5
+    sb = torch.rand(3, 32, generator=g) + 0.5
+    offs = torch.tensor([8, 8, 30], dtype=torch.int32)
+    return x, w.transpose(-2, -1), sa, sb, offs
+
+
+@pytest.mark.parametrize("fast", [False, True])
+def test_grouped_gemms_give_mmaemu_bits_in_every_spelling(fast):
+    x, wt, sa, sb, offs = _grouped_operands()
+    want = mmaemu.scaled_grouped_mm(x, wt, sa, sb, offs, use_fast_accum=fast)
+    with mmaemu.emulate():
+        got = [torch._scaled_grouped_mm(x, wt, sa, sb, offs=offs, out_dtype=torch.bfloat16,
+                                        use_fast_accum=fast),
+               torch.ops.aten._scaled_grouped_mm.default(x, wt, sa, sb, offs, None, None,
+                                                        torch.bfloat16, fast),
+               F.scaled_grouped_mm(x, wt, sa, RW, sb, RW, offs=offs, use_fast_accum=fast)]
+    for y in got:
+        assert_bitwise_equal(y, want)
+    with mmaemu.emulate(dispatcher=True):
+        assert_bitwise_equal(torch.ops.aten._scaled_grouped_mm.default(
+            x, wt, sa, sb, offs, None, None, torch.bfloat16, fast), want)
+
+
+def test_grouped_refusals_under_emulate():
+    x, wt, sa, sb, offs = _grouped_operands()
+    with mmaemu.emulate():
+        with pytest.raises(mmaemu.ReferenceRejectsError, match="No gemm implementation"):
+            F.scaled_grouped_mm(x, wt, sa, TW, sb, TW, offs=offs)
+        with pytest.raises(mmaemu.UnsupportedFeatureError, match="MX and NVFP4"):
+            F.scaled_grouped_mm(x, wt, sa, F.ScalingType.BlockWise1x32, sb,
+                                F.ScalingType.BlockWise1x32, offs=offs)
+        with pytest.raises(mmaemu.ReferenceRejectsError, match="Offsets have to be int32"):
+            torch._scaled_grouped_mm(x, wt, sa, sb, offs=offs.long())
 
 
 def test_dispatcher_option_catches_v2_below_python():
@@ -274,7 +361,7 @@ def test_torchao_float8_training_layer_backward_is_emulated(monkeypatch):
     pytest.importorskip("torchao")
     from torchao.float8 import convert_to_float8_training
     import sys
-    emulate_cls = sys.modules["mmaemu.emulate"].emulate
+    emulate_cls = sys.modules["mmaemu.integrations.emulate"].emulate
     calls = []
     real = emulate_cls.scaled_mm
 

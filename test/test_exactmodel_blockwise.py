@@ -1,6 +1,6 @@
 """The exact model's block-wise scaled GEMMs (DeepGEMM 1d2d, CUTLASS block-wise) and torch's grouped
 row-wise GEMM (mmaemu_tools/exactmodel.py): hand-checkable cases, and their agreement with the
-model's existing chains, promotion and epilogues. Research note: /work/spec46.md."""
+model's existing chains, promotion and epilogues (docs/semantics.md 8d, 8e)."""
 import random
 import struct
 

@@ -7,6 +7,7 @@ says what it checked.
 import importlib.util
 import os
 import pathlib
+import re
 import runpy
 import subprocess
 import sys
@@ -26,7 +27,8 @@ def run_example(name, *args):
 
 
 def test_every_example_is_tested():
-    tested = {"first_gemm.py", "transformer_block.py", "torchao_fp8.py", "evo2_tiny.py"}
+    tested = {"first_gemm.py", "transformer_block.py", "torchao_fp8.py", "evo2_tiny.py",
+              "deepseek_tiny.py"}
     assert set(EXAMPLES) == tested, "a new example needs its test here"
 
 
@@ -35,8 +37,8 @@ def test_first_gemm_checks_its_bits():
     out = r.stdout + r.stderr
     assert r.returncode == 0, out
     assert "torch.Size([64, 5760]) torch.bfloat16" in out, out
-    assert ("checked: rows 0-7 equal the reference backend's bit for bit (cpu backend, split "
-            "S=1 from the table), and y's sha256 ") in out, out
+    assert re.search(r"checked: rows 0-7 equal the reference backend's bit for bit "
+                     r"\(cpu:\w+ backend, split S=1 from the table\), and y's sha256 ", out), out
     assert "equals the stored golden" in out, out
 
 
@@ -57,6 +59,26 @@ def test_transformer_block_golden_and_padding():
     assert "padding check" in out, out
     assert out.count("the split decision") == 2, out
     assert "hopper, M = 64: S=1" in out, out      # the guide's table row
+
+
+def test_deepseek_tiny_example():
+    r = run_example("deepseek_tiny.py")
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    assert "torch._scaled_mm 8 calls, torch._scaled_grouped_mm 2 calls" in out, out
+    assert ("swap_fp8_linears -> BlockwiseFP8Linear: attn.wq_a, attn.wq_b, attn.wkv_a, "
+            "attn.wkv_b, attn.wo, ffn.shared_w1, ffn.shared_w3, ffn.shared_w2") in out, out
+    assert ("checked: the model under emulate(), its direct mmaemu calls and the swapped model "
+            "give the same bits, equal to the stored golden hashes") in out, out
+
+
+def test_deepseek_tiny_fails_on_a_wrong_golden(monkeypatch, capsys):
+    """The example's golden check can fail: with a changed golden it says so and returns 1."""
+    g = runpy.run_path(str(ROOT / "examples" / "deepseek_tiny.py"))
+    monkeypatch.setitem(g["GOLDEN"], "out", "0" * 16)
+    assert g["main"]([]) == 1
+    out = capsys.readouterr().out
+    assert "FAILED: out sha256" in out and "FAILED: attention" not in out, out
 
 
 def test_cpu_benchmark_runs_as_a_script():

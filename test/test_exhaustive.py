@@ -11,8 +11,8 @@ import torch
 import cbuild
 import mmaemu
 from mmaemu_tools import exactmodel as pm
+from helpers import f32_bits as c_tensor, fp8_codes as fp8_tensor
 
-DTYPE = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
 PAIRS = [("e4m3", "e4m3"), ("e4m3", "e5m2"), ("e5m2", "e4m3"), ("e5m2", "e5m2")]
 PRESETS = ["hopper", "ada", "b200"]
 
@@ -28,14 +28,6 @@ C_BITS = [
     0x00000001, 0x807FFFFF, 0x00400000,  # fp32 subnormals
     0x7F800000, 0xFF800000, 0x7FC00000,  # +Inf, -Inf, NaN
 ]
-
-
-def fp8_tensor(codes, fmt):
-    return torch.from_numpy(np.ascontiguousarray(codes, dtype=np.uint8)).view(DTYPE[fmt])
-
-
-def c_tensor(bits):
-    return torch.from_numpy(np.asarray(bits, dtype=np.uint32).view(np.int32).copy()).view(torch.float32)
 
 
 def out_bits(t):

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import mmaemu
-from mmaemu import splitk as splitk_mod
+from mmaemu.planning import splitk as splitk_mod
 
 E4M3 = torch.float8_e4m3fn
 E5M2 = torch.float8_e5m2
@@ -302,7 +302,8 @@ def test_corrupted_and_missing_table(monkeypatch, tmp_path):
 def test_auto_on_cpu_tensors_is_the_cpu_backend():
     x, w = operands(16, 16, 64)
     plan = mmaemu.explain(x, w.t(), ONE, ONE, splitk=1)
-    assert plan.backend == "cpu" and plan.fallbacks == ["cuda: tensors on cpu"]
+    assert plan.backend.startswith("cpu:") and plan.fallbacks == ["cuda: tensors on cpu"]
+    assert plan.backend_note.startswith("SIMD kernel ")
 
 
 def test_reference_backend_row():
@@ -317,7 +318,8 @@ def test_cuda_backend_rows_on_cpu_tensors(name):
     # cuda:v9 and cuda:tc3 are not part of this build at all; the others cannot take CPU tensors
     with pytest.raises(mmaemu.BackendUnavailableError, match="CPU tensors|not part of this build"):
         mmaemu.scaled_mm(x, w.t(), ONE, ONE, splitk=1, backend=name)
-    rows = {r["name"]: r for r in mmaemu.backends.status()}
+    from mmaemu.runtime import diagnostics
+    rows = {r["name"]: r for r in diagnostics.status()}
     assert name == "cuda" or (name in rows and rows[name]["reason"])
 
 
@@ -384,7 +386,7 @@ def test_MMAEMU_BACKEND(monkeypatch):
     with pytest.raises(mmaemu.BackendUnavailableError):
         mmaemu.scaled_mm(x, w.t(), ONE, ONE, splitk=1)
     # an explicit argument wins over the variable
-    assert mmaemu.explain(x, w.t(), ONE, ONE, splitk=1, backend="cpu").backend == "cpu"
+    assert mmaemu.explain(x, w.t(), ONE, ONE, splitk=1, backend="cpu").backend.startswith("cpu:")
 
 
 def test_MMAEMU_DISABLE_CUDA_in_info():
@@ -446,22 +448,47 @@ def test_cli_explain_validates_as_the_api_and_exits_2(argv, cls):
         assert lines[0] == f"error: {cls}: {e.value}"
 
 
-def test_live_query_decides_on_the_profiles_own_gpu(monkeypatch):
-    """On the reference GPU a shape missing from the table is decided by cuBLASLt's heuristic."""
-    from mmaemu import _cublaslt
-    from mmaemu.profiles import Profile
-    calls = []
-
-    def fake_query(profile, M, N, K, fmt_a, fmt_b, out_dtype, fast):
-        calls.append((profile.name, M, N, K, fmt_a, fmt_b, out_dtype, fast))
-        return 2, "contiguous", "live cuBLASLt heuristic: numSplitsK 2"
-
-    monkeypatch.setattr(_cublaslt, "query_split", fake_query)
+def test_planning_never_asks_cublaslt_even_on_the_profiles_own_gpu(monkeypatch):
+    """A shape missing from the table is decided by recorded facts only: on the profile's own GPU
+    too (the guide's live query is a tool: mmaemu_tools/record_heuristics.py adds rows)."""
+    from mmaemu.planning.profiles import Profile
     monkeypatch.setattr(Profile, "matches_device", lambda self, device=None: True)
     x, w = operands(16, 16, 1024)
-    plan = mmaemu.explain(x, w.t(), ONE, ONE, out_dtype=torch.bfloat16, use_fast_accum=True)
-    assert (plan.split.S, plan.split.scheme, plan.split.source) == (2, "contiguous", "live")
-    assert calls == [("hopper", 16, 16, 1024, "e4m3", "e4m3", "bf16", True)]
-    monkeypatch.setattr(Profile, "matches_device", lambda self, device=None: False)
     with pytest.raises(mmaemu.SplitKUnknownError):
         mmaemu.scaled_mm(x, w.t(), ONE, ONE, out_dtype=torch.bfloat16, use_fast_accum=True)
+    import sys
+    assert not any("cublaslt" in name for name in sys.modules if name.startswith("mmaemu."))
+
+
+def test_executor_names_are_backend_requests():
+    """A plan's executor (cpu:<simd>, cuda:reference) can be asked for by name: the SIMD kernel
+    named runs, one this CPU lacks is refused, cuda:reference is refused on CPU tensors."""
+    from mmaemu import _C
+    x = torch.zeros(16, 32, dtype=torch.float8_e4m3fn)
+    for k in _C.cpu_simd_kernels():
+        name = f"cpu:{k['name']}"
+        if k["available"]:
+            plan = mmaemu.explain(x, x.t(), ONE, ONE, out_dtype=torch.float32, splitk=1,
+                                  backend=name)
+            assert plan.backend == name, plan
+            mmaemu.scaled_mm(x, x.t(), ONE, ONE, out_dtype=torch.float32, splitk=1, backend=name)
+        else:
+            with pytest.raises(mmaemu.BackendUnavailableError, match="this CPU has no"):
+                mmaemu.scaled_mm(x, x.t(), ONE, ONE, splitk=1, backend=name)
+    with pytest.raises(mmaemu.BackendUnavailableError, match="cannot run on CPU tensors"):
+        mmaemu.scaled_mm(x, x.t(), ONE, ONE, splitk=1, backend="cuda:reference")
+
+
+def test_explain_reports_a_bad_backend_before_the_split_decision():
+    x = torch.zeros(16, 32, dtype=torch.float8_e4m3fn)
+    plan = mmaemu.explain(x, x.t(), ONE, ONE, backend="bogus", splitk="bogus")
+    assert plan.validation.startswith("KeyError") and "unknown backend 'bogus'" in plan.validation
+    plan = mmaemu.explain(x, x.t(), ONE, ONE, splitk="bogus")
+    assert plan.validation.startswith("ValueError: splitk must be")
+
+
+def test_the_planning_op_refuses_bad_splitk_text_with_mmaemus_message():
+    x = torch.zeros(16, 32, dtype=torch.float8_e4m3fn)
+    with pytest.raises(ValueError, match="splitk must be"):
+        torch.ops.mmaemu.profile_scaled_mm(x, x.t(), ONE, ONE, None, None, torch.float32, False,
+                                           None, None, "bogus")

@@ -22,7 +22,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = os.path.join(ROOT, "scripts")
 TOOLS = os.path.join(ROOT, "mmaemu_tools")
 
-from mmaemu import _cublaslt
+from mmaemu_tools import cublaslt as _cublaslt
 from mmaemu_tools import record_goldens, record_heuristics
 
 # cuBLASLt 13.1's trace of an unsplit algorithm: no numSplitsK, reductionScheme (defaults)

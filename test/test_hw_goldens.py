@@ -4,7 +4,8 @@ Each golden holds torch._scaled_mm's output bits on a GPU, the inputs as generat
 the explicit split cuBLASLt used (mmaemu_tools/record_goldens.py). mmaemu must return identical
 bits: 0 mismatches, on the CPU and, when a GPU is present, with the CUDA backend. Large or
 expensive outputs are replayed on their recorded sampled block (set MMAEMU_GOLDEN_FULL=1 to
-replay them whole). With no recorded goldens the tests skip and say so.
+replay them whole). With no goldens recorded (none yet: no H200 run has been committed) the
+module holds only the check on the folder's contents; the replay tests exist once goldens do.
 """
 import os
 
@@ -19,8 +20,6 @@ from mmaemu_tools._hwcommon import load_golden_files, replay_case
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 GOLDEN_DIR = os.environ.get("MMAEMU_HW_GOLDENS_DIR", os.path.join(ROOT, "test", "data", "hw_goldens"))
-NO_GOLDENS = (f"no hardware goldens recorded yet in {GOLDEN_DIR}: run scripts/h200_ground_truth.sh "
-              "on an H200 and commit its goldens (docs/hardware_validation.md)")
 FULL = os.environ.get("MMAEMU_GOLDEN_FULL") == "1"
 
 
@@ -37,7 +36,6 @@ def _collect():
 
 
 CASES, DRY_DOCS = _collect()
-PARAMS = CASES or [pytest.param(None, id="no-goldens")]
 
 
 def test_no_dry_run_data_among_hardware_goldens():
@@ -46,8 +44,6 @@ def test_no_dry_run_data_among_hardware_goldens():
 
 
 def _replay(case, device):
-    if case is None:
-        pytest.skip(NO_GOLDENS)
     if case.get("replay", "required") != "required":
         pytest.skip(f"{case['id']}: {case['replay']}")
     expected, actual = replay_case(case, device=device, full=FULL)
@@ -55,18 +51,16 @@ def _replay(case, device):
                                                f"cuBLASLt {case['cublaslt'].get('source')})")
 
 
-@pytest.mark.parametrize("case", PARAMS)
-def test_golden_cpu(case):
-    _replay(case, "cpu")
+if CASES:   # the goldens of scripts/h200_ground_truth.sh, once committed
+    @pytest.mark.parametrize("case", CASES)
+    def test_golden_cpu(case):
+        _replay(case, "cpu")
 
-
-@pytest.mark.parametrize("case", PARAMS)
-def test_golden_cuda(case):
-    if case is None:
-        pytest.skip(NO_GOLDENS)
-    if not torch.cuda.is_available():
-        pytest.skip("no CUDA device")
-    try:
-        _replay(case, "cuda")
-    except mmaemu.BackendUnavailableError as e:
-        pytest.skip(f"CUDA backend unavailable: {e}")
+    @pytest.mark.parametrize("case", CASES)
+    def test_golden_cuda(case):
+        if not torch.cuda.is_available():
+            pytest.skip("no CUDA device")
+        try:
+            _replay(case, "cuda")
+        except mmaemu.BackendUnavailableError as e:
+            pytest.skip(f"CUDA backend unavailable: {e}")

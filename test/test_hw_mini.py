@@ -15,6 +15,7 @@ import torch
 import hw_mini
 import mmaemu
 from test_cpu_backend import simd_path
+from executors import named
 
 # The reasons an output may be skipped for. Anything else is a failure of the replay itself.
 # Every split plan the recordings use is computed (pairwise for every S): a refusal fails.
@@ -121,7 +122,7 @@ def test_every_pairwise_S_computes_as_the_independent_model(S):
             with pytest.warns(mmaemu.UnverifiedSplitWarning):
                 got = mmaemu.accumulate(x, y, use_fast_accum=fast, profile="ada",
                                         splitk=(S, "pairwise"), backend=backend)
-            op = torch.ops.mmaemu.accumulate(x, y, fast, "ada", S, "pairwise", backend)
+            op = torch.ops.mmaemu.accumulate(x, y, fast, "ada", S, "pairwise", named(backend))
             for t in (got, op):
                 bits = t[:, :3].contiguous().view(torch.int32).numpy().astype(np.int64) & 0xFFFFFFFF
                 assert np.array_equal(bits, want), (S, fast, backend)

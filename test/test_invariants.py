@@ -20,6 +20,7 @@ import torch
 from hypothesis import given, strategies as st
 
 import mmaemu  # noqa: F401  (registers torch.ops.mmaemu)
+from executors import CPU, CPU_SIMD
 from mmaemu.testing import assert_bitwise_equal
 
 FP8 = [torch.float8_e4m3fn, torch.float8_e5m2]
@@ -66,7 +67,7 @@ def settings(draw, max_k=600):
     )
 
 
-def gemm(x, w, s, backend="auto"):
+def gemm(x, w, s, backend=CPU):
     """torch.ops.mmaemu.scaled_mm with x [M, K], w [N, K] and the settings' plan."""
     sa, sb = (torch.tensor(v) for v in s["scales"])
     return torch.ops.mmaemu.scaled_mm(x, w.t(), sa, sb, None, None, s["out"], s["fast"],
@@ -162,7 +163,7 @@ def test_backends_and_thread_counts_agree(s):
     try:
         for threads in (1, 2):
             torch.set_num_threads(threads)
-            for backend in ("cpu", "auto"):
+            for backend in tuple("cpu:" + simd for simd in CPU_SIMD):
                 assert_bitwise_equal(gemm(x, w, s, backend=backend), expected,
                                      msg=f"{backend}, {threads} threads")
     finally:

@@ -1,6 +1,6 @@
-"""The CUDA kernel table exists once, in C (csrc/cuda_kernels.c), and Python's registry view
-(mmaemu.backends.KERNELS) agrees with it; the policy of backends.py names only kernels the table
-or the guide's not-built list has. No GPU needed."""
+"""The CUDA kernel table exists once, in C (csrc/cuda/kernel_table.c; Python's registry is a view
+of it), and agrees with the kernel sources; the policy of planning/executors.py names only kernels
+the table or the guide's not-built list has. No GPU needed."""
 import glob
 import os
 import re
@@ -8,8 +8,9 @@ import re
 import pytest
 
 import mmaemu
-from mmaemu import _C, backends
-
+from mmaemu import _C
+from mmaemu.planning import executors
+from mmaemu.runtime import availability, registry
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KERNELS = os.path.join(ROOT, "csrc", "kernels")
 TABLE = _C.kernel_table()
@@ -18,21 +19,6 @@ TABLE = _C.kernel_table()
 def test_table_has_the_guides_kernels():
     assert [k["name"] for k in TABLE] == ["reference", "cuda:h1", "cuda:h4", "cuda:v1", "cuda:v4",
                                           "cuda:wgmma"]
-
-
-@pytest.mark.parametrize("entry", TABLE, ids=lambda e: e["name"])
-def test_python_view_equals_the_c_table(entry):
-    k = backends.KERNELS[entry["name"]]
-    assert (k.name, k.presets, k.block, k.min_cc, k.only_cc, k.gated, k.exact, k.round_robin_splits,
-            k.description) == (
-        entry["name"], entry["presets"], entry["block"], entry["min_cc"], entry["only_cc"],
-        entry["gated"], entry["exact"], entry["round_robin_splits"], entry["description"])
-    # the one field that is Python's: where auto may take a gated kernel
-    assert k.auto_ccs == (backends.GATE_TRUSTED_CCS.get(k.name, ()) if k.gated else None)
-
-
-def test_view_has_nothing_the_table_lacks():
-    assert list(backends.KERNELS) == [k["name"] for k in TABLE]
 
 
 def _entry_points(module):
@@ -79,28 +65,35 @@ def test_wgmma_shared_memory_matches_its_source():
 
 
 def test_policy_names_only_known_kernels():
-    assert not set(backends.NOT_BUILT) & set(backends.KERNELS)
-    for preset, order in backends.PRIORITY.items():
+    assert not set(registry.NOT_BUILT) & set(registry.KERNELS)
+    for preset, order in executors.PRIORITY.items():
         assert order[-1] == "reference", preset
         for name in order:
-            assert name in backends.KERNELS or name in backends.NOT_BUILT, (preset, name)
-            if name in backends.KERNELS:
-                assert preset in backends.KERNELS[name].presets, (preset, name)
-    for name, ccs in backends.GATE_TRUSTED_CCS.items():
-        k = backends.KERNELS[name]
+            assert name in registry.KERNELS or name in registry.NOT_BUILT, (preset, name)
+            if name in registry.KERNELS:
+                assert preset in registry.KERNELS[name].presets, (preset, name)
+    for name, ccs in availability.GATE_TRUSTED_CCS.items():
+        k = registry.KERNELS[name]
         assert k.gated and all(cc >= k.min_cc and k.only_cc in (None, cc) for cc in ccs)
-    built = [n for n in backends.BACKEND_NAMES if n not in ("auto", "cpu", "cuda")]
-    assert sorted(built) == sorted(list(backends.KERNELS) + list(backends.NOT_BUILT))
+    # backend= takes the policies, the kernels (built or not) and the executor names plans print
+    executors_named = ["cuda:reference"] + [f"cpu:{n}" for n in registry.SIMD_KERNELS]
+    built = [n for n in registry.BACKEND_NAMES
+             if n not in ("auto", "cpu", "cuda") and n not in executors_named]
+    assert sorted(built) == sorted(list(registry.KERNELS) + list(registry.NOT_BUILT))
+    assert set(executors_named) <= set(registry.BACKEND_NAMES)
 
 
 def test_kernel_facts_are_written_once():
-    """The facts live in csrc/cuda_kernels.c: no Python module and no other C file of the core
-    spells a kernel's description or device function."""
+    """The facts live in csrc/cuda/kernel_table.c: no Python module and no other C file of the
+    core spells a kernel's description or device function."""
     facts = [k["description"] for k in TABLE]
     facts += [f for k in TABLE for f in k["functions"].values() if f]
-    files = glob.glob(os.path.join(ROOT, "mmaemu", "*.py")) + glob.glob(os.path.join(ROOT, "csrc", "*.[ch]*"))
+    files = glob.glob(os.path.join(ROOT, "mmaemu", "**", "*.py"), recursive=True) + [
+        p for layer in ("core", "cpu", "cuda", "include", "torch")
+        for p in glob.glob(os.path.join(ROOT, "csrc", layer, "*.[ch]*"))]
+    assert len(files) > 60
     for path in files:
-        if path.endswith("cuda_kernels.c"):
+        if path.endswith("kernel_table.c"):
             continue
         text = open(path).read()
         assert not [f for f in facts if f in text], path

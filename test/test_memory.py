@@ -3,7 +3,7 @@ output plus a small constant, and row strides beyond 2^31 bytes are addressed co
 
 The huge-K test runs the `cpu` backend (backend=None picks it for CPU tensors). Beyond a K of
 about 10^5 its decoded operands would outgrow their budgets, so it streams K in segments
-(csrc/cpu_fast.c, MM_CPU_STREAM_CHUNK): the decoded copies stay a few MiB whatever K is.
+(csrc/cpu/driver.h, MM_CPU_STREAM_CHUNK): the decoded copies stay a few MiB whatever K is.
 """
 import json
 import os
@@ -15,6 +15,7 @@ import pytest
 import torch
 
 import mmaemu  # noqa: F401  (registers torch.ops.mmaemu)
+from executors import CPU
 from mmaemu.testing import assert_bitwise_equal
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -28,7 +29,7 @@ HUGE_K_SCRIPT = textwrap.dedent(r"""
 
     M = N = 16
     K = 4194304
-    # Each thread holds a decoded B panel of up to 4 MiB (csrc/cpu_fast.c, MM_CPU_PANEL_BUDGET):
+    # Each thread holds a decoded B panel of up to 4 MiB (csrc/cpu/driver.h, MM_CPU_PANEL_BUDGET):
     # two threads, whatever the machine has, so that SMALL_CONSTANT bounds them.
     torch.set_num_threads(2)
 
@@ -115,7 +116,7 @@ def _sparse_bytes(n):
         pytest.skip(f"cannot reserve {n / 2**30:.1f} GiB of address space: {e}")
 
 
-@pytest.mark.parametrize("backend", ["reference", "cpu"])
+@pytest.mark.parametrize("backend", ["reference", CPU])
 @pytest.mark.parametrize("fast", [False, True])
 def test_row_strides_beyond_2_to_31_bytes(backend, fast):
     """Operands whose rows are 2^31 + 64 bytes apart (only the rows are touched: the rest of the

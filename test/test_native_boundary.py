@@ -22,16 +22,26 @@ def test_no_ctypes_on_the_extension():
     assert found == []
 
 
+C_CORE = [f"csrc/{layer}/*.{ext}" for layer in ("core", "cpu", "cuda", "include") for ext in "ch"]
+
+
 def test_the_c_core_never_calls_back_into_torch():
-    found = [p for p, text in _texts("csrc/*.c", "csrc/*.h")
-             if re.search(r"dladdr|libtorch|aoti_torch|torch_stream", text)]
+    texts = list(_texts(*C_CORE))
+    assert len(texts) > 30
+    found = [p for p, text in texts if re.search(r"dladdr|libtorch|aoti_torch|torch_stream", text)]
+    assert found == []
+
+
+def test_the_c_core_reads_no_environment_variable():
+    """Every setting comes from the caller (mmaemu/runtime/loader.py, the plan's executor)."""
+    found = [p for p, text in _texts(*C_CORE, "csrc/torch/*.cpp") if re.search(r"\bgetenv\s*\(", text)]
     assert found == []
 
 
 def test_the_loader_is_configured_at_import():
-    """mmaemu/_loader.py hands the loader its directories: the kernel sources it names are the
+    """mmaemu/runtime/loader.py hands the loader its directories: the kernel sources it names are the
     ones NVRTC compiles (tests and tools compile through it)."""
-    from mmaemu import _loader
+    from mmaemu.runtime import loader as _loader
     assert os.path.isfile(os.path.join(_loader.kernel_dir(), "reference.cu"))
     line, version = _loader.nvrtc_status()
     if version:  # found through the configured directories, an explicit path or a loaded copy

@@ -1,4 +1,4 @@
-"""torch.library.opcheck for the three mmaemu ops: fake (meta) kernels, autograd registration
+"""torch.library.opcheck for mmaemu's kernel ops and the grouped planning op: fake (meta) kernels, autograd registration
 and AOT dispatch agree with the real CPU kernels, and the schemas hold.
 
 opcheck's own schema test ("test_schema") cannot run on FP8 inputs: its mutation detector
@@ -8,7 +8,7 @@ aliases no input) are checked here directly, on the inputs' bit patterns."""
 import pytest
 import torch
 
-import mmaemu  # noqa: F401  (registers torch.ops.mmaemu.*)
+import mmaemu  # registers torch.ops.mmaemu.*
 
 
 def fp8(shape, dtype, seed):
@@ -28,6 +28,13 @@ def scaled_mm_samples():
                                                   preset="b200", splits=3, scheme="pairwise", epilogue=2)
     yield (x, w.t().contiguous(), one, one), dict(out_dtype=torch.float16)
     yield (x, w.t(), one, one), dict()   # out_dtype None: mat1's dtype
+    # block-wise scales ([M, groups], [ceil(N/128) or N, groups]) and the grouped epilogue
+    epi = mmaemu._C.enums()["epilogues"]
+    sa, sb_blocks, sb_cols = torch.rand(8, 1) + 0.5, torch.rand(1, 1) + 0.5, torch.rand(16, 1) + 0.5
+    yield (x, w.t(), sa, sb_blocks), dict(out_dtype=torch.bfloat16, epilogue=epi["blockwise"])
+    yield (x, w.t(), sa, sb_cols), dict(out_dtype=torch.float32, epilogue=epi["blockwise_pe"])
+    yield (x, w.t(), torch.rand(8) + 0.5, torch.rand(16) + 0.5), dict(
+        out_dtype=torch.bfloat16, use_fast_accum=True, epilogue=epi["rowwise_mul"])
 
 
 def accumulate_samples():
@@ -45,9 +52,18 @@ def mma_samples():
         yield (a, b, c), dict(preset=preset)
 
 
+def grouped_samples():
+    """The grouped planning op (it runs the kernel op per group): 2d x 3d with an empty group."""
+    x = fp8((12, 32), torch.float8_e4m3fn, 8)
+    w = fp8((3, 16, 32), torch.float8_e4m3fn, 9).transpose(-2, -1)
+    offs = torch.tensor([4, 4, 10], dtype=torch.int32)
+    yield (x, w, torch.rand(12) + 0.5, torch.rand(3, 16) + 0.5, offs), dict()
+
+
 CASES = ([("scaled_mm", a, k) for a, k in scaled_mm_samples()]
          + [("accumulate", a, k) for a, k in accumulate_samples()]
-         + [("mma", a, k) for a, k in mma_samples()])
+         + [("mma", a, k) for a, k in mma_samples()]
+         + [("profile_scaled_grouped_mm", a, k) for a, k in grouped_samples()])
 
 
 OPCHECK_UTILS = ("test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic")

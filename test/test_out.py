@@ -7,13 +7,9 @@ import torch
 
 import mmaemu
 from mmaemu.testing import assert_bitwise_equal, bits
+from helpers import fp8_randn as _fp8
 
 ONE, HALF = torch.tensor(1.0), torch.tensor(0.5)
-
-
-def _fp8(shape, seed):
-    g = torch.Generator().manual_seed(seed)
-    return (torch.randn(*shape, generator=g) * 16).clamp(-448, 448).to(torch.float8_e4m3fn)
 
 
 def _call(x, w, **kw):

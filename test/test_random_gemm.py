@@ -6,6 +6,7 @@ import torch
 from hypothesis import given, strategies as st
 
 import mmaemu
+from executors import CPU
 from mmaemu_tools import exactmodel as pm
 
 DTYPE = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
@@ -15,7 +16,7 @@ PAIRS = [("e4m3", "e4m3"), ("e4m3", "e5m2"), ("e5m2", "e4m3"), ("e5m2", "e5m2")]
 PRESETS = ["hopper", "ada", "b200"]
 SCHEMES = ["contiguous", "serial", "pairwise"]
 ORDERS = {"H1": 0, "H2": 1, "H3": 2}
-BACKENDS = ["reference", "cpu"]
+BACKENDS = ["reference", CPU]
 
 # Codes worth sprinkling in: zeros, NaNs, Infs (E5M2), largest, smallest subnormal, largest
 # subnormal, smallest normal; both signs.

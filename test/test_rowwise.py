@@ -16,8 +16,9 @@ import mmaemu
 import cbuild
 from mmaemu_tools import exactmodel
 from mmaemu.errors import ReferenceRejectsError, UnsupportedFeatureError
-from mmaemu.rowwise import sm90_instance
+from mmaemu.planning.rowwise import sm90_instance
 from mmaemu.testing import assert_bitwise_equal
+from helpers import fp8_codes as fp8
 
 ROOT = Path(__file__).resolve().parents[1]
 BACKENDS = ("reference", "cpu")
@@ -87,11 +88,6 @@ def rowwise_case(draw):
     fast = draw(st.booleans())
     fa = draw(st.sampled_from(["e4m3", "e5m2"]))
     return M, N, K, A, B, sa, sb, bias, fast, fa
-
-
-def fp8(rows, fmt):
-    dtype = torch.float8_e4m3fn if fmt == "e4m3" else torch.float8_e5m2
-    return torch.tensor(rows, dtype=torch.uint8).view(dtype)
 
 
 @settings(max_examples=60, deadline=None, derandomize=True)

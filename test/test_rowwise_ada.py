@@ -12,7 +12,7 @@ from hypothesis import given, settings, strategies as st
 
 import mmaemu
 from mmaemu_tools import exactmodel
-from mmaemu.streamk import decompose, tile_plan_lists
+from mmaemu.planning.streamk import decompose, tile_plan_lists
 from mmaemu.testing import assert_bitwise_equal
 
 BACKENDS = ("reference", "cpu")
@@ -103,7 +103,7 @@ def test_cohort_raster_maps_stream_k_tiles():
 
 def test_sm_count_comes_from_the_profile(monkeypatch):
     from dataclasses import replace
-    profiles = sys.modules["mmaemu.profiles"]  # (mmaemu.profiles is also a function)
+    profiles = sys.modules["mmaemu.planning.profiles"]  # (mmaemu.profiles is also a function)
     from mmaemu.api import explain_shape
     assert mmaemu.get_profile("ada").sm_count == 24
     plan = explain_shape(200, 384, 992, out_dtype=torch.bfloat16, profile="ada", scaling="rowwise")
@@ -344,7 +344,7 @@ def test_cpu_backend_equals_reference(M, N, K, sms, fast, monkeypatch):
     reference, on decompositions of several SM counts (the profile's count replaced); 448x896x512
     on 24 SMs mixes data-parallel tiles with stream-K tiles of 8 different segment lists."""
     from dataclasses import replace
-    profiles = sys.modules["mmaemu.profiles"]
+    profiles = sys.modules["mmaemu.planning.profiles"]
     profiles.profiles()
     monkeypatch.setitem(profiles._PROFILES, "ada", replace(mmaemu.get_profile("ada"), sm_count=sms))
     a, b, sa, sb, bias = _operands(M, N, K, seed=M + sms)

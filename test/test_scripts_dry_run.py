@@ -18,7 +18,7 @@ import torch
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = os.path.join(ROOT, "scripts")
 
-from mmaemu import _cublaslt
+from mmaemu_tools import cublaslt as _cublaslt
 from mmaemu.testing import assert_bitwise_equal
 from mmaemu_tools import _hwcommon as hw
 from mmaemu_tools import probe_hopper, record_goldens, record_heuristics
@@ -251,7 +251,7 @@ def _use_tables(monkeypatch, tables):
     """Points mmaemu's loaders at another tables/ folder (profiles, presets, split-K tables)."""
     import importlib
     from pathlib import Path
-    P, S = importlib.import_module("mmaemu.profiles"), importlib.import_module("mmaemu.splitk")
+    P, S = importlib.import_module("mmaemu.planning.profiles"), importlib.import_module("mmaemu.planning.splitk")
     monkeypatch.setattr(P, "tables_dir", lambda: Path(tables))
     monkeypatch.setattr(S, "tables_dir", lambda: Path(tables))
     monkeypatch.setattr(P, "_PROFILES", None)
@@ -310,7 +310,7 @@ def test_ingest_h200_synthetic_run(tmp_path, monkeypatch, capsys):
     # the loader reads the new profiles, and the table's rows are found under mmaemu's dtype names
     _use_tables(monkeypatch, repo / "tables")
     import mmaemu
-    import mmaemu.splitk as splitk
+    import mmaemu.planning.splitk as splitk
     p = mmaemu.get_profile("h200")
     assert (p.gpu, p.gpu_match, p.sm_count, p.cublaslt_version, p.workspace_bytes, p.preset) == \
         ("NVIDIA H200", "H200", 132, "12.9.1.4", 1 << 20, "hopper")
@@ -417,7 +417,7 @@ def test_h200_rehearsal_ingests_and_replays(rehearsal, tmp_path, monkeypatch):
     assert "| P0 |" in (out / "probe_table.md").read_text()
     _use_tables(monkeypatch, repo / "tables")
     import mmaemu
-    import mmaemu.splitk as splitk
+    import mmaemu.planning.splitk as splitk
     for name in ("h200", "h200-te", "h200-ws0"):
         p = mmaemu.get_profile(name)
         assert p.sm_count == 132 and p.preset == "hopper"
@@ -452,3 +452,109 @@ def test_rowwise_probes_reject_a_bias_added_after(tmp_path, monkeypatch):
     monkeypatch.setattr(probe_hopper, "_rw_scaled_mm", bias_after)
     assert probe_hopper.probe_rowwise_epilogue_order(ctx)["verdict"] == "rejected"
     assert probe_hopper.probe_rowwise_end_to_end(ctx)["verdict"] == "rejected"
+
+
+# -- blockwise_cublaslt: torch's block-wise path (docs/semantics.md 8d, its probes) -----------------
+
+def _blockwise_probe(tmp_path):
+    """The probe alone, dry run: its entry of probes.json."""
+    assert probe_hopper.main(["--out", str(tmp_path), "--dry-run", "--quick",
+                              "--only", "blockwise_cublaslt"]) == 0
+    (entry,) = json.loads((tmp_path / "probes.json").read_text())["probes"]
+    return entry
+
+
+def _f32_hex(x):
+    return f"0x{hw.f32_bits(x):08x}"
+
+
+def test_blockwise_probe_vectors_tell_the_hypotheses_apart(tmp_path):
+    """The fixed vectors predict what docs/semantics.md 8d says each hypothesis gives, every rival of
+    the model misses some element, and the observed bits are recorded."""
+    entry = _blockwise_probe(tmp_path)
+    assert entry["verdict"] == "confirmed", entry["result"].get("device")
+    assert entry["matching_hypotheses"] == ["ffma/128"]
+    r = entry["result"]
+    pred = {v["label"]: v["predicted_f32"] for v in r["fixed_vectors"]}
+    # item 1: one FFMA keeps 2^-36 (2^-35), FMUL + FADD gives +0, per element 2^-36 + 2^-46
+    v1 = pred["sa=(-(1+2^-23), 1+2^-23), sb=1"]
+    assert (v1["ffma/128"], v1["mul_add/128"]) == (_f32_hex(2.0 ** -36), "0x00000000")
+    v2 = pred["sa=(-(1+2^-22), 1+2^-23), sb=(1, 1+2^-23)"]
+    assert (v2["ffma/128"], v2["per_elem/128"], v2["mul_add/128"]) == (
+        _f32_hex(2.0 ** -35), _f32_hex(2.0 ** -36 + 2.0 ** -46), "0x00000000")
+    # item 2: fp32(sa*sb) * 3 = 3 + 3*2^-22 exactly; fp32(3*sa) rounds the tie to even first
+    p3 = pred["sa=sb=1+2^-23, p=3"]
+    assert (p3["ffma/128"], p3["per_elem/128"]) == (_f32_hex(3 + 3 * 2.0 ** -22),
+                                                    _f32_hex(3 + 4 * 2.0 ** -22))
+    # item 3: 1024 + 3 * 8 with a chain per 128 k, 3 * 2 more with one per 32 k, 1024 in one chain
+    pi = pred["2^10 + 511 * 0.0625, unit scales"]
+    assert [pi[h] for h in ("ffma/128", "ffma/32", "ffma/fast")] == [
+        _f32_hex(1048.0), _f32_hex(1054.0), _f32_hex(1024.0)]
+    # item 4: the ascending fold cancels to +0, a 2-way split keeps 16; the order of groups
+    c = pred["+2^25, 30 x 1, -2^25"]
+    assert (c["ffma/128"], c["ffma/128/split2"]) == ("0x00000000", _f32_hex(16.0))
+    d = pred["3 first, then +2^25, -2^25 in the last group"]
+    assert (d["ffma/128"], d["ffma/128/descending"]) == (_f32_hex(4.0), _f32_hex(3.0))
+    # item 5: an all-zero A with a negative scale product: +0 from FFMA or FADD, -0 from a bare FMUL
+    z = pred["A = +0, sa=(-1.5, -0.75), sb=1"]
+    assert z["ffma/128"] == z["mul_add/128"] == z["per_elem/128"] == "0x00000000"
+    assert z["ffma/128/first-fmul"] == "0x80000000"
+    # scored on both outputs, every hypothesis on some element, each rival missing one
+    n = r["elements_per_output"]
+    assert n >= 100 and set(r["matches"]) == {"float32", "bfloat16"}
+    for h in probe_hopper.BW_HYPOTHESES:
+        got = [r["matches"][o][h] for o in ("float32", "bfloat16")]
+        assert all(g["applicable"] > 0 for g in got), h
+        assert (h == "ffma/128") == all(g["matches"] == g["applicable"] for g in got), h
+    assert sum(len(c["observed_bits"]["bfloat16"]) for c in r["cases"]) == n
+    assert all(len(b) == 10 for c in r["cases"] for b in c["observed_bits"]["float32"])
+
+
+@pytest.mark.parametrize("update", ["mul_add", "per_elem"])
+def test_blockwise_probe_rejects_another_update(tmp_path, monkeypatch, update):
+    """Negative control: a device that rounds the update another way is rejected, and only
+    that update (promoted every 128 k) matches everything."""
+    monkeypatch.setattr(probe_hopper, "_bw_run", lambda ctx, case, out_dtype:
+                        probe_hopper._bw_exact_device(case, out_dtype, update=update))
+    entry = _blockwise_probe(tmp_path)
+    assert entry["verdict"] == "rejected"
+    assert entry["matching_hypotheses"] == [f"{update}/128"]
+
+
+def test_blockwise_probe_uses_torchs_v2_scale_layouts():
+    """docs/semantics.md 8d: scale_a [M, L] strides (1, M); scale_b [round_up(L, 4), ceil(N/128)]
+    strides (1, round_up(L, 4)), the padding rows unused."""
+    M, K, N = 16, 384, 256                     # L = 3: padded to 4
+    sa = np.arange(M * 3, dtype=np.float32).reshape(M, 3) + 1
+    sb = np.array([[10, 20, 30], [40, 50, 60]], np.float32)
+    scale_a, scale_b = probe_hopper.blockwise_v2_scales(sa, sb, M, K, N)
+    assert scale_a.shape == (M, 3) and scale_a.stride() == (1, M)
+    assert scale_b.shape == (4, 2) and scale_b.stride() == (1, 4)
+    assert torch.equal(scale_a, torch.from_numpy(sa))
+    assert torch.equal(scale_b[:3], torch.from_numpy(sb).t()) and not scale_b[3].any()
+
+
+def test_blockwise_probe_skips_with_a_reason(tmp_path, monkeypatch):
+    """On hardware it cannot use (here: no GPU, or a torch without F.scaled_mm) the probe says
+    why instead of failing."""
+    ctx = probe_hopper.Ctx(argparse.Namespace(dry_run=True, quick=True, out=str(tmp_path),
+                                              only="", vectors="", tag=""))
+    ctx.dry = False
+    got = probe_hopper.probe_blockwise_cublaslt(ctx)
+    if not torch.cuda.is_available():
+        assert got["verdict"] == "skipped" and "no CUDA device" in got["result"]["reason"]
+    monkeypatch.delattr(torch.nn.functional, "scaled_mm")
+    got = probe_hopper.probe_blockwise_cublaslt(ctx)
+    assert got["verdict"] == "skipped" and "scaled_mm" in got["result"]["reason"]
+
+
+def test_blockwise_probe_dry_run_without_mmaemus_blockwise_path(tmp_path, monkeypatch):
+    """Where mmaemu.scaled_mm has no blockwise=, the dry run stands in the exact model's
+    ffma/128 and records why the mmaemu comparison did not run."""
+    def no_blockwise(case, out_dtype):
+        raise TypeError("scaled_mm() got an unexpected keyword argument 'blockwise'")
+    monkeypatch.setattr(probe_hopper, "_bw_mmaemu", no_blockwise)
+    entry = _blockwise_probe(tmp_path)
+    assert entry["verdict"] == "confirmed" and entry["matching_hypotheses"] == ["ffma/128"]
+    assert "exactmodel ffma/128" in entry["result"]["device"]
+    assert "blockwise" in entry["result"]["mmaemu_cublaslt"]["skipped"]

@@ -1,4 +1,4 @@
-"""The split-K inference (mmaemu/splitk_infer.py; docs/splitk_tables.md, "Inference").
+"""The split-K inference (mmaemu/planning/splitk_infer.py; docs/splitk_tables.md, "Inference").
 
 It always decides, with a scheme of the profile and a note that gives the numbers behind it; it
 reproduces the rows it was built from; on rows held out of it, it agrees with the table at the
@@ -10,10 +10,10 @@ import re
 import numpy as np
 import pytest
 
-from mmaemu import splitk_infer
-from mmaemu.profiles import get_profile
-from mmaemu.splitk import get_table
-from mmaemu.splitk_table import SCHEME_NAMES, setting_code
+from mmaemu.planning import splitk_infer
+from mmaemu.planning.profiles import get_profile
+from mmaemu.planning.splitk import get_table
+from mmaemu.planning.splitk_table import SCHEME_NAMES, setting_code
 
 PROFILES = ["hopper", "hopper-te", "ada", "ada-te"]
 SETTINGS = [("e4m3", "e4m3", "bf16", True), ("e4m3", "e5m2", "f32", False),

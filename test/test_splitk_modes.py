@@ -18,10 +18,11 @@ import torch
 
 import mmaemu
 from mmaemu.errors import SplitKUnknownError
-from mmaemu.profiles import get_profile
-from mmaemu.splitk import decide
+from mmaemu.planning.profiles import get_profile
+from mmaemu.planning.splitk import decide
 from mmaemu.testing import assert_bitwise_equal
 from mmaemu_tools import splitk_coverage
+from helpers import fp8_randn as _fp8
 
 DATA = Path(__file__).resolve().parent / "data"
 ONE = torch.tensor(1.0)
@@ -33,11 +34,6 @@ def _decide(profile, M, N, K, fast, splitk):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return decide(get_profile(profile), M, N, K, "e4m3", "e4m3", "bf16", fast, splitk)[0]
-
-
-def _fp8(shape, seed):
-    g = torch.Generator().manual_seed(seed)
-    return (torch.randn(*shape, generator=g) * 16).clamp(-448, 448).to(torch.float8_e4m3fn)
 
 
 @pytest.fixture(scope="module")

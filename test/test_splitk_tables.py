@@ -1,6 +1,6 @@
 """The recorded split-K tables of the six profiles (user guide sections 3, 5, 7; docs/splitk_tables.md).
 
-Rows replay through the decision function explain() uses (mmaemu.splitk.decide); the envelope
+Rows replay through the decision function explain() uses (mmaemu.planning.splitk.decide); the envelope
 never contradicts a row; provenance and the vendored data's sha256 agree; the guide's examples
 run with splitk="auto".
 """
@@ -18,9 +18,9 @@ import pytest
 import torch
 
 import mmaemu
-from mmaemu import splitk as splitk_mod
+from mmaemu.planning import splitk as splitk_mod
 from mmaemu.__main__ import main as cli
-from mmaemu.profiles import get_profile, tables_dir
+from mmaemu.planning.profiles import get_profile, tables_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 SPLITK = tables_dir() / "splitk"

@@ -1,4 +1,4 @@
-"""mmaemu.te_state: TE's FP8 _extra_state read without TE, and refused when malformed.
+"""mmaemu.integrations.te_state: TE's FP8 _extra_state read without TE, and refused when malformed.
 
 The states are built the way TE 2.3 writes them (module/base.py get_extra_state: pickle.dumps
 of a dict, in a uint8 tensor; the older torch.save into io.BytesIO), with stand-ins for TE's

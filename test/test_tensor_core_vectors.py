@@ -9,6 +9,7 @@ import torch
 
 import mmaemu
 from mmaemu_tools import exactmodel
+from helpers import f32_bits as f32, fp8_codes as fp8
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "tensor_core")
 
@@ -33,14 +34,6 @@ def load(name):
             d.append(int(hd, 16))
     to_codes = lambda rows: np.frombuffer(b"".join(rows), dtype=np.uint8).reshape(len(rows), -1)
     return to_codes(a), to_codes(b), np.array(c, dtype=np.uint32), np.array(d, dtype=np.uint32)
-
-
-def fp8(codes):
-    return torch.from_numpy(codes.copy()).view(torch.float8_e4m3fn)
-
-
-def f32(bits):
-    return torch.from_numpy(bits.view(np.int32).copy()).view(torch.float32)
 
 
 @pytest.fixture(scope="module", params=sorted(PRESET_OF))

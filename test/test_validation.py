@@ -14,7 +14,7 @@ from hypothesis import given, strategies as st
 import mmaemu
 from mmaemu import MmaemuError, ReferenceRejectsError, UnsupportedFeatureError
 from mmaemu.validation import (ValidatedCall, ValidatedMma, _check_same_device,
-                               _non_overlapping_and_dense, dtype_name, validate_accumulate,
+                               _non_overlapping_and_dense, torch_name, validate_accumulate,
                                validate_mma, validate_scaled_mm)
 
 E4M3, E5M2 = torch.float8_e4m3fn, torch.float8_e5m2
@@ -368,7 +368,7 @@ def test_dtype_names_are_torchs():
                   torch.uint8, torch.int32, torch.int64, torch.bool, torch.complex64):
         with pytest.raises(RuntimeError) as info:
             torch.ops.mmaemu.scaled_mm(torch.zeros(16, 32, dtype=dtype), a["mat2"], one(), one())
-        assert f"Expected mat1 to be Float8 matrix got {dtype_name(dtype)}" in str(info.value)
+        assert f"Expected mat1 to be Float8 matrix got {torch_name(dtype)}" in str(info.value)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -545,13 +545,13 @@ def test_unwritable_cache_dir_is_not_an_error(tmp_path, monkeypatch):
     """MMAEMU_CACHE_DIR that cannot be created (a file is in the way): storing a self-test
     verdict does nothing, reading one finds none, and calls keep computing. (With a driver and
     NVRTC, test_cuda_loader.py checks that cubins are then compiled but not cached.)"""
-    from mmaemu import backends
+    from mmaemu.runtime import facts, loader
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
     monkeypatch.setenv("MMAEMU_CACHE_DIR", str(blocker / "cache"))
-    assert backends.cache_dir() == str(blocker / "cache")
-    backends._store_verdict("key", {"passed": True})
-    assert backends._load_verdict("key") is None
+    assert loader.cache_dir() == str(blocker / "cache")
+    facts.store_verdict("key", {"passed": True})
+    assert facts._load("key") is None
     a = args()
     y = mmaemu.scaled_mm(**a, out_dtype=torch.float32, splitk=1)
     mmaemu.testing.assert_bitwise_equal(y, torch.full((16, 16), 32.0))

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import mmaemu
-from mmaemu.delayed_scaling import DelayedScalingFP8Linear
+from mmaemu.integrations.delayed_scaling import DelayedScalingFP8Linear
 from mmaemu.nn import EmulatedFP8Linear, quantize_e4m3, swap_fp8_linears
 from mmaemu.testing import assert_bitwise_equal
 

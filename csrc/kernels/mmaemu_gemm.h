@@ -26,6 +26,15 @@ enum { MM_EPI_H1 = 0, MM_EPI_H2 = 1, MM_EPI_H3 = 2 };
 /* Row-wise epilogues (torch 2.7.1's CUTLASS f8f8bf16_rowwise): bf16(fmaf(fp32(acc*sa[i]), sb[j], b[j]))
  * and, for the kernel instance that runs transposed, bf16(fmaf(fp32(acc*sb[j]), sa[i], b[j])). */
 enum { MM_EPI_ROWWISE = 3, MM_EPI_ROWWISE_T = 4 };
+/* Block-wise scales (one per row and 128-k group for A, one per 128 or 1 columns and group for
+ * B): the accumulator takes each group's chain with its scales as it goes (mm_blockwise_dot),
+ * then the output conversion. BLOCKWISE: acc = fmaf(fp32(sa * sb), chain, acc) (DeepGEMM's
+ * sm90_fp8_gemm_1d2d, and CUTLASS's block-wise mainloop where a side has one scale per tile);
+ * BLOCKWISE_PE: acc = fmaf(fp32(chain * sa), sb, acc) (CUTLASS with several scales per tile on
+ * both sides). The grouped GEMM's epilogue (torch's CUTLASS ScaledGroupMM): ROWWISE_MUL,
+ * bf16(fp32(fp32(acc * sa[i]) * sb[j])), no FMA and no bias. docs/semantics.md 8d, 8e. */
+enum { MM_EPI_BLOCKWISE = 5, MM_EPI_BLOCKWISE_PE = 6, MM_EPI_ROWWISE_MUL = 7 };
+#define MM_BLOCKWISE_K 128 /* the k of a block-wise scale group */
 /* Bias vector types (the bias is per output column j). */
 enum { MM_BIAS_NONE = 0, MM_BIAS_BF16 = 1, MM_BIAS_F16 = 2 };
 #define MM_OUT_ACC 5 /* the raw fp32 accumulator, no epilogue (mmaemu.accumulate) */
@@ -52,11 +61,14 @@ typedef struct {
     int32_t has_scale_result;
     float scale_a, scale_b, scale_result;
     mm_preset preset;
-    const float* scale_a_vec; /* MM_EPI_ROWWISE*: M fp32 row scales, else NULL */
-    const float* scale_b_vec; /* MM_EPI_ROWWISE*: N fp32 column scales, else NULL */
+    const float* scale_a_vec; /* MM_EPI_ROWWISE*: M fp32 row scales; MM_EPI_BLOCKWISE*: block scales */
+    const float* scale_b_vec; /* MM_EPI_ROWWISE*: N fp32 column scales; MM_EPI_BLOCKWISE*: block scales */
     const void* bias;         /* N contiguous elements of bias_kind, or NULL */
     int32_t bias_kind;        /* MM_BIAS_* */
-    int32_t reserved;
+    int32_t sb_gran;          /* MM_EPI_BLOCKWISE*: columns per scale of B, 128 or 1 */
+    /* MM_EPI_BLOCKWISE*: group g's scales of row i and column j are
+     * scale_a_vec[i * sa_rs + g * sa_gs] and scale_b_vec[(j / sb_gran) * sb_rs + g * sb_gs] */
+    int64_t sa_rs, sa_gs, sb_rs, sb_gs;
 } mm_gemm;
 
 /* Blocks over k in [k0, k1) chained from c: the instruction sequence of fast accumulation. */
@@ -317,8 +329,52 @@ MMAEMU_HD uint32_t mm_epilogue_bias(float acc, const mm_gemm* g, int64_t j) {
 }
 
 /* The epilogue of output (i, j): row-wise, tensor-wise with bias, or mm_epilogue. */
+MMAEMU_HD int mm_is_blockwise(const mm_gemm* g) {
+    return g->epilogue_order == MM_EPI_BLOCKWISE || g->epilogue_order == MM_EPI_BLOCKWISE_PE;
+}
+
+/* The scales of group `group` of row i (A) and column j (B), block-wise. */
+MMAEMU_HD float mm_blockwise_sa(const mm_gemm* g, int64_t i, int64_t group) {
+    return g->scale_a_vec[i * g->sa_rs + group * g->sa_gs];
+}
+
+MMAEMU_HD float mm_blockwise_sb(const mm_gemm* g, int64_t j, int64_t group) {
+    return g->scale_b_vec[(j / g->sb_gran) * g->sb_rs + group * g->sb_gs];
+}
+
+/* One 128-k group's chain joined to the accumulator, in the kernel's form (MM_EPI_BLOCKWISE*:
+ * one rounding for the product and the add; the scales' product, or the chain times A's scale,
+ * rounded to fp32 first). */
+MMAEMU_HD float mm_blockwise_join(float acc, float chain, float sa, float sb, int32_t epilogue) {
+    if (epilogue == MM_EPI_BLOCKWISE_PE) return mm_fmaf(chain * sa, sb, acc);
+    return mm_fmaf(sa * sb, chain, acc);
+}
+
+/* The block-wise accumulator of output (i, j): 128-k groups in ascending k, each one chain of
+ * the preset's blocks from +0, joined to the accumulator (from +0) with its scales. */
+MMAEMU_HD float mm_blockwise_dot(const uint8_t* a, const uint8_t* b, const mm_gemm* g, int64_t i,
+                                 int64_t j) {
+    float acc = 0.0f;
+    for (int64_t k0 = 0; k0 < g->K; k0 += MM_BLOCKWISE_K) {
+        const int64_t k1 = g->K - k0 < MM_BLOCKWISE_K ? g->K : k0 + MM_BLOCKWISE_K;
+        const int64_t group = k0 / MM_BLOCKWISE_K;
+        const float part = mm_chain(a, b, g->fmt_a, g->fmt_b, k0, k1, 0.0f, &g->preset);
+        acc = mm_blockwise_join(acc, part, mm_blockwise_sa(g, i, group),
+                                mm_blockwise_sb(g, j, group), g->epilogue_order);
+    }
+    return acc;
+}
+
+/* The grouped row-wise epilogue: bf16(fp32(fp32(acc * sa[i]) * sb[j])). */
+MMAEMU_HD uint32_t mm_epilogue_rowwise_mul(float acc, const mm_gemm* g, int64_t i, int64_t j) {
+    const float v = acc * g->scale_a_vec[i];
+    return mm_f32_to_bf16(v * g->scale_b_vec[j]);
+}
+
 MMAEMU_HD uint32_t mm_epilogue_at(float acc, const mm_gemm* g, int64_t i, int64_t j) {
     if (g->out_kind != MM_OUT_ACC) {
+        if (mm_is_blockwise(g)) return mm_output_bits(acc, g);   /* the scales are in acc */
+        if (g->epilogue_order == MM_EPI_ROWWISE_MUL) return mm_epilogue_rowwise_mul(acc, g, i, j);
         if (g->epilogue_order >= MM_EPI_ROWWISE) return mm_epilogue_rowwise(acc, g, i, j);
         if (g->bias_kind != MM_BIAS_NONE) return mm_epilogue_bias(acc, g, j);
     }
@@ -345,8 +401,10 @@ MMAEMU_HD void mm_store(const mm_gemm* g, int64_t i, int64_t j, uint32_t bits) {
 MMAEMU_HD uint32_t mm_gemm_element(const mm_gemm* g, int64_t i, int64_t j) {
     const uint8_t* a = g->K > 0 ? g->a + i * g->lda : g->a;
     const uint8_t* b = g->K > 0 ? g->b + j * g->ldb : g->b;
-    const float acc = mm_dot(a, b, g->fmt_a, g->fmt_b, g->K, g->fast_accum, g->splits, g->scheme,
-                             &g->preset);
+    const float acc = mm_is_blockwise(g)
+                          ? mm_blockwise_dot(a, b, g, i, j)
+                          : mm_dot(a, b, g->fmt_a, g->fmt_b, g->K, g->fast_accum, g->splits,
+                                   g->scheme, &g->preset);
     return mm_epilogue_at(acc, g, i, j);
 }
 

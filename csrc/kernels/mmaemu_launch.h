@@ -1,6 +1,6 @@
 /* mmaemu_launch.h: what every CUDA kernel of mmaemu receives, and the steps they share.
  *
- * The C loader (csrc/cuda_launch.c) fills one mm_launch and passes it by value as the kernels'
+ * The C loader (csrc/cuda/launch.c) fills one mm_launch and passes it by value as the kernels'
  * only parameter, so the struct must have the same layout under gcc (C11) and nvcc/NVRTC (C++):
  * the static assertion below checks that on both sides.
  *
@@ -21,9 +21,9 @@ typedef struct {
 } mm_launch;
 
 #if defined(__cplusplus)
-static_assert(sizeof(mm_launch) == 216, "mm_launch layout differs between the C loader and the kernels");
+static_assert(sizeof(mm_launch) == 248, "mm_launch layout differs between the C loader and the kernels");
 #else
-_Static_assert(sizeof(mm_launch) == 216, "mm_launch layout differs between the C loader and the kernels");
+_Static_assert(sizeof(mm_launch) == 248, "mm_launch layout differs between the C loader and the kernels");
 #endif
 
 /* The plan with the scales read from the device. */

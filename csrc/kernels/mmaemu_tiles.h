@@ -1,5 +1,5 @@
 /* mmaemu_tiles.h: GEMMs whose output tiles each accumulate over their own k-segments (the
- * stream-K decomposition of torch 2.7.1's sm_89 row-wise kernel, planned in mmaemu/streamk.py).
+ * stream-K decomposition of torch 2.7.1's sm_89 row-wise kernel, planned in mmaemu/planning/streamk.py).
  *
  * Per output element of tile t: for each of t's k-segments [s, e) (in k-iterations of iter_k,
  * ascending) a partial accumulator from +0, then the partials added in fp32 as a left fold

@@ -1,6 +1,6 @@
 // reference.cu: the scalar reference on the GPU, and the split-K reduction of the tiled kernels.
 //
-// mmaemu_reference_gemm is mmaemu_gemm_reference (csrc/reference.c) with one thread per output
+// mmaemu_reference_gemm is mmaemu_gemm_reference (csrc/core/reference.c) with one thread per output
 // element instead of a loop: every element is mm_gemm_element from the shared header, so it
 // covers every format pair, preset, accumulation mode, split plan and output kind, and its bits
 // are the C model's by construction (same source, fp32 adds compiled with --fmad=false).

@@ -15,7 +15,7 @@
 // every wgmma pointing at zeros: a k32 block with 16 zero products is a 16-product block.
 //
 // Nothing here is trusted blindly: the loader runs this kernel only on compute capability 9.0,
-// and backend="auto" takes it only after its self-test (mmaemu/backends.py) matched the CPU
+// and backend="auto" takes it only after its self-test (mmaemu/runtime/selftest.py) matched the CPU
 // model on the device. Two normalisations make the result independent of hardware behaviour
 // the model leaves open: a zero accumulator is returned as +0 (the model never produces -0),
 // and NaNs are canonicalised by the epilogue.
@@ -45,8 +45,8 @@ constexpr int kRegion = kRows * 16 + 16;         // one 16-k region, padded agai
 constexpr int kOperand = (kKTile / 16) * kRegion; // one operand's k tile
 constexpr int kStage = 2 * kOperand;
 constexpr int kZero = 2048;                      // zeros for the upper k of ada's wgmmas
-constexpr int kSmemBytes = kStages * kStage + kZero; // 134144: smem_bytes of cuda:wgmma in csrc/cuda_kernels.c
-static_assert(kSmemBytes == 134144, "update smem_bytes of cuda:wgmma in csrc/cuda_kernels.c");
+constexpr int kSmemBytes = kStages * kStage + kZero; // 134144: smem_bytes of cuda:wgmma in csrc/cuda/kernel_table.c
+static_assert(kSmemBytes == 134144, "update smem_bytes of cuda:wgmma in csrc/cuda/kernel_table.c");
 static_assert(kStages == 4, "cp_async_wait_stages / _one wait for kStages - 2 / kStages - 3 pending groups");
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {

@@ -15,7 +15,7 @@ What it does (read in vtx 1.1.0's source):
   (ParallelGatedConvBlock.projections, a TE Linear) under te.fp8_autocast(DelayedScaling(
   HYBRID, amax_history_len=16, amax_compute_algo="max")), and refuses that without TE. The model
   is built without FP8 and each projection is replaced by a DelayedScalingFP8Linear, whose
-  scales follow TE's delayed scaling call by call (mmaemu/delayed_scaling.py).
+  scales follow TE's delayed scaling call by call (mmaemu/integrations/delayed_scaling.py).
 - Padding: config.use_fp8_input_projections is set again, so vortex pads the sequence to a
   multiple of 16 before the projection and slices back (ParallelGatedConvBlock.pad_to_multiple).
 
@@ -29,9 +29,9 @@ import types
 
 import torch
 
-from ..delayed_scaling import DelayedScalingFP8Linear, DelayedScalingState
+from .delayed_scaling import DelayedScalingFP8Linear, DelayedScalingState
 from ..errors import UnsupportedFeatureError
-from ..te_state import read_te_extra_state
+from .te_state import read_te_extra_state
 
 __all__ = ["install_cpu_shims", "striped_hyena", "emulate_fp8_projections",
            "states_from_checkpoint", "evo2_config", "apply_rotary"]

@@ -1,27 +1,31 @@
-/* cpu_decode_check.c: B panels decoded with AVX2 and AVX-512 (csrc/cpu_decode_avx2.c,
- * csrc/cpu_decode_avx512.c) and A rows decoded with AVX-512 and AVX2 (csrc/cpu_decode_a_avx512.c,
- * csrc/cpu_decode_a_avx2.c) against
+/* cpu_decode_check.c: B panels decoded with AVX2 and AVX-512 (csrc/cpu/decode_b_avx2.c,
+ * csrc/cpu/decode_b_avx512.c) and A rows decoded with AVX-512 and AVX2 (csrc/cpu/decode_a_avx512.c,
+ * csrc/cpu/decode_a_avx2.c) against
  * the layouts restated code by code from the decoding tables.
  *
- * Includes csrc/cpu_fast.c (built with the other csrc files but that one) to call its static
- * decoder and tables: the driver's own code, not a copy. Random panels of both SIMD widths (32:
+ * Calls the driver's decoders and tables through its internal header (csrc/cpu/driver.h): the
+ * driver's own code, not a copy. Random panels of both SIMD widths (32:
  * the AVX2 kernel, 64: AVX-512), both formats, with and without sign words, cut by N and by k
  * ranges that end inside a sign group (those groups take the scalar decoder), codes with zeros,
- * subnormals, NaN and Inf: decode_b_panel's records, sign words and NaN/Inf flags must equal,
- * byte for byte, the panel written from lut_make's tables (cpu_fast.h's layout), and so must
+ * subnormals, NaN and Inf: mm_cpu_decode_b_panel's records, sign words and NaN/Inf flags must equal,
+ * byte for byte, the panel written from mm_cpu_lut_make's tables (cpu.h's layout), and so must
  * each group decoder's alone on the whole groups (AVX2 at both widths, AVX-512 at 64 where the
  * CPU has it). Panels take turns with many subnormal codes, a few and none, so that both value
  * paths of the decoders run and alternate within a panel; every second run of 24 panels decodes
  * with DAZ set (MXCSR: subnormal operands read as zero), which changes the bits of any value
  * formed from a subnormal operand, i.e. the microcode assists the decoders must not take. Half
  * the panels with sign words ask for the paired layout (mm_cpu_sign_paired).
- * Rows of A likewise (through decode_a: AVX-512 where the CPU has it, AVX2, and decode_a's
+ * Rows of A likewise (through mm_cpu_decode_a: AVX-512 where the CPU has it, AVX2, and its
  * scalar loop): check_a_rows.
  * Usage: cpu_decode_check [panels] [seed]. Prints "<n> panels (<g> groups by SIMD; <s> of their
  * 32-column halves with subnormal codes, <z> without; alone: <a> groups by AVX2, <b> by
  * AVX-512; <p> panels with paired sign words); A: <r> rows (<v> by AVX-512, <u> by AVX2), <f> failures"; exits 77 where the CPU lacks AVX2. */
-#include "cpu_fast.c"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <xmmintrin.h>
+
+#include "driver.h"
 
 static uint64_t rng = 88172645463325252ull;
 static uint64_t rnd(void) {
@@ -31,12 +35,12 @@ static uint64_t rnd(void) {
     return rng;
 }
 
-/* The panel decode_b_panel should write, from the tables alone (its sign groups in the paired
- * layout where paired is set, cpu_fast.h: mm_cpu_sign_paired). */
+/* The panel mm_cpu_decode_b_panel should write, from the tables alone (its sign groups in the paired
+ * layout where paired is set, cpu.h: mm_cpu_sign_paired). */
 static void expected_panel(const uint8_t* codes, int64_t ldb, int64_t N, int64_t j0, int w, int64_t k0,
                            int64_t len, const mm_cpu_lut* t, int paired, mm_cpu_panel* pn, uint8_t* special) {
     const int64_t stride = MM_CPU_PANEL_STRIDE(w);
-    if (pn->sign) memset(pn->sign, 0, sizeof(uint32_t) * (size_t)sign_words(len, w));
+    if (pn->sign) memset(pn->sign, 0, sizeof(uint32_t) * (size_t)mm_cpu_sign_words(len, w));
     memset(special, 0, (size_t)w);
     for (int64_t k = 0; k < len; k++)
         for (int c = 0; c < w; c++) {
@@ -58,7 +62,7 @@ static void expected_panel(const uint8_t* codes, int64_t ldb, int64_t N, int64_t
         }
 }
 
-/* A decoder of one sign group (cpu_fast.h: mm_cpu_decode_b_group_avx2, _avx512). */
+/* A decoder of one sign group (cpu.h: mm_cpu_decode_b_group_avx2, _avx512). */
 typedef int (*group_decoder)(const uint8_t* const* cols, int w, int fmt, int32_t* rec, uint32_t* group,
                              uint8_t* col_special);
 
@@ -97,7 +101,7 @@ static mm_gemm operand(int a_side, const uint8_t* codes, int64_t ld, int64_t n, 
     return g;
 }
 
-/* The row decode_a should write, from the tables alone: per k its A word, its sign window (bit i:
+/* The row mm_cpu_decode_a should write, from the tables alone: per k its A word, its sign window (bit i:
  * element k + i positive, bit 16 + i: negative, i < 16, none past the row) and its value. */
 static void expected_a_row(const uint8_t* codes, int64_t len, const mm_cpu_lut* t, int32_t* row) {
     for (int64_t k = 0; k < len; k++) {
@@ -110,7 +114,7 @@ static void expected_a_row(const uint8_t* codes, int64_t len, const mm_cpu_lut* 
     }
 }
 
-/* Rows of A decoded by decode_a as the driver runs it (AVX-512 where the CPU has it), with AVX2
+/* Rows of A decoded by mm_cpu_decode_a as the driver runs it (AVX-512 where the CPU has it), with AVX2
  * and with the scalar loop alone, against expected_a_row, for every table the kernels use (biased or not,
  * coded or signed exponents, enlarged or not), both formats, k ranges of any length and start:
  * each row's words, the words after its last (untouched), and its NaN/Inf flag. Returns the
@@ -130,7 +134,7 @@ static int check_a_rows(int cases, int64_t* rows_checked, int64_t simd[2]) {
             codes[i] = r < 20 ? (uint8_t)(rnd() & 0x80) : r < 22 ? (uint8_t)(rnd() | 0x7C) : (uint8_t)rnd();
         }
         mm_cpu_lut t;
-        lut_make(&t, fmt, bias, e_code, enlarge);
+        mm_cpu_lut_make(&t, fmt, bias, e_code, enlarge);
         const mm_gemm g = operand(1, codes, lda, M, K, fmt);
         const int64_t words = mm_cpu_a_stride(len) * rows, guard = 64;
         int32_t* want = malloc(sizeof(int32_t) * (size_t)words);
@@ -148,7 +152,7 @@ static int check_a_rows(int cases, int64_t* rows_checked, int64_t simd[2]) {
             else if (u.avx2) simd[1] += M;
             memset(got, 0xAB, sizeof(int32_t) * (size_t)(words + guard));
             uint8_t special[8] = {0};
-            decode_a(&g, &u, 0, rows, k0, k1, got, special);
+            mm_cpu_decode_a(&g, &u, 0, rows, k0, k1, got, special);
             int bad = memcmp(got, want, sizeof(int32_t) * (size_t)words) != 0;
             for (int64_t i = 0; i < guard; i++) bad |= got[words + i] != (int32_t)0xABABABABu;
             for (int64_t i = 0; i < rows; i++) {
@@ -169,7 +173,7 @@ static int check_a_rows(int cases, int64_t* rows_checked, int64_t simd[2]) {
 }
 
 int main(int argc, char** argv) {
-    if (!cpu_has("avx2")) {
+    if (!mm_cpu_has("avx2")) {
         printf("no AVX2: skipped\n");
         return 77;
     }
@@ -197,10 +201,10 @@ int main(int argc, char** argv) {
                 codes[i] &= 0x80; /* a signed zero instead */
         }
         mm_cpu_lut t;
-        lut_make(&t, fmt, 0, MM_CPU_E_CODED, 0);
-        const int64_t len = k1 - k0, bytes = 4 * panel_words(len, w, signs);
+        mm_cpu_lut_make(&t, fmt, 0, MM_CPU_E_CODED, 0);
+        const int64_t len = k1 - k0, bytes = 4 * mm_cpu_panel_words(len, w, signs);
         mm_cpu_panel got, want;
-        if (!panel_alloc(&got, len, w, signs) || !panel_alloc(&want, len, w, signs)) {
+        if (!mm_cpu_panel_alloc(&got, len, w, signs) || !mm_cpu_panel_alloc(&want, len, w, signs)) {
             printf("out of memory\n");
             return 2;
         }
@@ -210,12 +214,12 @@ int main(int argc, char** argv) {
         uint8_t special_got[64], special_want[64];
         const unsigned csr = _mm_getcsr();
         if ((it / 24) % 2) _mm_setcsr(csr | 0x0040); /* DAZ */
-        decode_b_panel(&g, &t, j0, w, MM_CPU_BYTES_WORDS, paired, k0, k1, &got, special_got);
+        mm_cpu_decode_b_panel(&g, &t, j0, w, MM_CPU_BYTES_WORDS, paired, k0, k1, &got, special_got);
         _mm_setcsr(csr);
         /* the decoders alone write the two-word layout; the panel, paired's */
         mm_cpu_panel want_alone;
         uint8_t special_unused[64];
-        if (!panel_alloc(&want_alone, len, w, signs)) {
+        if (!mm_cpu_panel_alloc(&want_alone, len, w, signs)) {
             printf("out of memory\n");
             return 2;
         }
@@ -230,7 +234,7 @@ int main(int argc, char** argv) {
         for (int d = 0; d < here && whole; d++) {
             mm_cpu_panel alone;
             uint8_t special_alone[64];
-            if (!panel_alloc(&alone, len, w, signs)) {
+            if (!mm_cpu_panel_alloc(&alone, len, w, signs)) {
                 printf("out of memory\n");
                 return 2;
             }

@@ -11,7 +11,6 @@
  * product's cut toward zero at every grid offset and sign, which the FMA form's floors of
  * enlarged products and count of negative products (AVX-512, AVX2) must match (pairs_check).
  * Usage: cpu_simd_check [iterations] [seed]. Prints "<n> iterations, <f> failures; ...". */
-#define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,10 +50,9 @@ static int compare_paths(mm_gemm* g, const char* const* paths, int* ran, const c
         exit(2);
     }
     for (int pi = 0; pi < 3; pi++) {
-        setenv("MMAEMU_CPU_SIMD", paths[pi], 1);
         memset(out, 0xAB, bytes);
         g->out = out;
-        const int rc = mmaemu_gemm_cpu(g, 1);
+        const int rc = mmaemu_gemm_cpu(g, 1, paths[pi]);
         if (rc == MM_ERR_CPU_SIMD) continue;
         if (rc != MM_OK) {
             printf("cpu backend failed: %s\n", mmaemu_error_string(rc));
@@ -151,7 +149,7 @@ int main(int argc, char** argv) {
         g.scheme = g.splits > 1 ? 1 + (int32_t)(rnd() % 3) : MM_SCHEME_NONE;
         if (it % 10 == 9) {
             /* ada on round-robin tiles of any size: chains of 16-k blocks that start off the
-             * halves of a sign group (the AVX-512 FMA form's paired sign words, cpu_fast.h) */
+             * halves of a sign group (the AVX-512 FMA form's paired sign words, csrc/cpu/cpu.h) */
             g.preset = mm_preset_get(MM_PRESET_ADA);
             g.preset.split_rr_tile = 1 + (int32_t)(rnd() % 100);
             g.fast_accum = 1;
@@ -198,11 +196,10 @@ int main(int argc, char** argv) {
             fesetround(mode);
         }
         for (int pi = 0; pi < 3; pi++) {
-            setenv("MMAEMU_CPU_SIMD", paths[pi], 1);
             for (int threads = 1; threads <= 2; threads++) {
                 memset(out, 0xAB, bytes);
                 g.out = out;
-                const int rc = mmaemu_gemm_cpu(&g, threads);
+                const int rc = mmaemu_gemm_cpu(&g, threads, paths[pi]);
                 if (rc == MM_ERR_CPU_SIMD) continue;
                 if (rc != MM_OK) {
                     printf("cpu backend failed: %s\n", mmaemu_error_string(rc));
@@ -233,7 +230,12 @@ int main(int argc, char** argv) {
     failures += pairs_check(paths, ran);
     printf("%d iterations, %d failures; runs portable %d avx2 %d avx512 %d\n", iters, failures,
            ran[0], ran[1], ran[2]);
-    unsetenv("MMAEMU_CPU_SIMD"); /* auto's choice and why, as `python -m mmaemu info` says it */
-    printf("%s\n", mmaemu_cpu_simd_choice());
+    /* the kernels this build runs here, and which build of each (as mmaemu._C.cpu_simd_kernels) */
+    for (int i = 0; i < mmaemu_cpu_simd_count(); i++) {
+        mm_cpu_simd_info info;
+        mmaemu_cpu_simd_info(i, &info);
+        printf("%s: %s%s%s\n", info.name, info.available ? "available" : "not available",
+               info.note[0] ? "; " : "", info.note);
+    }
     return failures != 0;
 }

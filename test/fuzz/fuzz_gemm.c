@@ -1,4 +1,4 @@
-/* fuzz_gemm.c: libFuzzer harness over the C core's entry points (csrc/mmaemu.h).
+/* fuzz_gemm.c: libFuzzer harness over the C core's entry points (csrc/include/mmaemu.h).
  *
  * Each input is decoded into one call plan: formats, shapes, strides, split plan, preset
  * (named or a custom one inside the limits mmaemu_gemm_check accepts), output kind, epilogue
@@ -8,16 +8,16 @@
  *  - a plan built inside the documented limits passes mmaemu_gemm_check, and a plan with one
  *    field out of range fails it with MM_ERR_ARGUMENT, in all three entry points, and no
  *    output byte is written;
- *  - mmaemu_gemm_cpu (any thread count; auto and every SIMD path this CPU has) writes the
- *    same bytes as mmaemu_gemm_reference, including the gaps between output rows (which
- *    neither may touch);
+ *  - mmaemu_gemm_cpu (any thread count, every SIMD kernel this CPU has) writes the same bytes
+ *    as mmaemu_gemm_reference, including the gaps between output rows (which neither may
+ *    touch); a SIMD kernel it does not know is refused with MM_ERR_CPU_SIMD, writing nothing;
  *  - mmaemu_mma_reference with C = +0 equals the fast-accumulation GEMM accumulator of the
  *    same row pair (the same chain of blocks, reached through a different entry point).
  * A violation prints the plan and aborts, which libFuzzer reports as a crash.
  *
  * Build and run: scripts/fuzz.sh [seconds]; FUZZ_GEMM_VERBOSE=1 prints each decoded plan. test/fuzz/replay_main.c replays inputs without
  * libFuzzer (used by test/test_fuzz_corpus.py). */
-#define _POSIX_C_SOURCE 200809L /* setenv */
+#define _POSIX_C_SOURCE 200809L /* strtok_r */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,7 +99,11 @@ static void take_plan(reader* r, mm_gemm* g) {
     g->fast_accum = (int32_t)((flags >> 2) & 1u);
     g->has_scale_result = (int32_t)((flags >> 3) & 1u);
     g->out_kind = (int32_t)(take8(r) % 6); /* MM_OUT_F32 .. MM_OUT_ACC */
-    g->epilogue_order = (int32_t)(take8(r) % 3);
+    /* tensor-wise orders H1..H3, or a plan that reads scale vectors: block-wise (either update
+     * form) or the grouped GEMM's row-wise epilogue */
+    static const int32_t epilogues[6] = {MM_EPI_H1, MM_EPI_H2, MM_EPI_H3, MM_EPI_BLOCKWISE,
+                                         MM_EPI_BLOCKWISE_PE, MM_EPI_ROWWISE_MUL};
+    g->epilogue_order = epilogues[take8(r) % 6];
     g->scheme = (int32_t)(take8(r) % 4);
     const uint32_t s = take8(r);
     g->splits = (int32_t)(s < 160 ? 1 + s % 4 : s < 240 ? 1 + take8(r) : 1 + take16(r) % MM_MAX_SPLITS);
@@ -124,6 +128,42 @@ static void take_plan(reader* r, mm_gemm* g) {
     g->scale_a = take_scale(r);
     g->scale_b = take_scale(r);
     g->scale_result = take_scale(r);
+    if (mm_is_blockwise(g)) { /* one chain per 128-k group: no split; a 16- or 32-bit output */
+        g->splits = 1;
+        if (mm_out_size(g->out_kind) == 1) g->out_kind = MM_OUT_BF16;
+        g->sb_gran = take8(r) & 1 ? 1 : MM_BLOCKWISE_K;
+    } else if (g->epilogue_order == MM_EPI_ROWWISE_MUL) {
+        g->out_kind = take8(r) & 1 ? MM_OUT_BF16 : MM_OUT_ACC;
+    }
+}
+
+/* The scale vectors a plan reads (block-wise: [rows, groups] of either layout, exact size;
+ * row-wise: M and N floats); NULL where the plan reads none. */
+static float* take_scales(reader* r, int64_t rows, int64_t groups, int64_t* rs, int64_t* gs) {
+    const int col_major = (int)(take8(r) & 1);
+    *rs = col_major ? 1 : groups;
+    *gs = col_major ? rows : 1;
+    const int64_t n = rows > 0 && groups > 0 ? (rows - 1) * *rs + (groups - 1) * *gs + 1 : 1;
+    float* v = (float*)malloc((size_t)n * sizeof(float));
+    if (!v) abort();
+    for (int64_t i = 0; i < n; i++) v[i] = take_scale(r);
+    return v;
+}
+
+static void set_scale_vectors(reader* r, mm_gemm* g, float** sa, float** sb) {
+    *sa = *sb = NULL;
+    if (mm_is_blockwise(g)) {
+        const int64_t groups = (g->K + MM_BLOCKWISE_K - 1) / MM_BLOCKWISE_K;
+        const int64_t rows_b = g->N > 0 ? (g->N - 1) / g->sb_gran + 1 : 0;
+        *sa = take_scales(r, g->M, groups, &g->sa_rs, &g->sa_gs);
+        *sb = take_scales(r, rows_b, groups, &g->sb_rs, &g->sb_gs);
+    } else if (g->epilogue_order == MM_EPI_ROWWISE_MUL) {
+        int64_t unused;
+        *sa = take_scales(r, g->M, 1, &unused, &unused);
+        *sb = take_scales(r, g->N, 1, &unused, &unused);
+    }
+    g->scale_a_vec = *sa;
+    g->scale_b_vec = *sb;
 }
 
 /* M, N, K of at least 1, so that the pointer and stride checks apply. */
@@ -139,7 +179,7 @@ static void corrupt(reader* r, mm_gemm* g) {
     case 0: g->fmt_a = take8(r) & 1 ? -1 : 2; break;
     case 1: g->fmt_b = take8(r) & 1 ? -1 : 2; break;
     case 2: g->out_kind = take8(r) & 1 ? -1 : MM_OUT_ACC + 1; break;
-    case 3: g->epilogue_order = take8(r) & 1 ? -1 : MM_EPI_ROWWISE_T + 1; break;
+    case 3: g->epilogue_order = take8(r) & 1 ? -1 : MM_EPI_ROWWISE_MUL + 1; break;
     case 4: g->scheme = take8(r) & 1 ? -1 : MM_SCHEME_PAIRWISE + 1; break;
     case 5: g->splits = take8(r) & 1 ? 0 : MM_MAX_SPLITS + 1; break;
     case 6: g->preset.block = take8(r) & 1 ? 0 : 65; break;
@@ -175,6 +215,8 @@ static void fuzz_gemm(reader* r, int corrupted) {
     g.lda = take_stride(r, g.K);
     g.ldb = take_stride(r, g.K);
     g.ldo = g.N + (take8(r) % 4 == 3 ? 1 + take8(r) % 5 : 0);
+    float *sa, *sb;
+    set_scale_vectors(r, &g, &sa, &sb);
 
     /* Exact-size buffers for the valid plan (a corrupted plan must not touch them at all). */
     const int64_t M = g.M, N = g.N, K = g.K, ldo = g.ldo;
@@ -198,7 +240,7 @@ static void fuzz_gemm(reader* r, int corrupted) {
     const int rc_check = mmaemu_gemm_check(&g);
     const int rc_ref = mmaemu_gemm_reference(&g);
     if (g.out) g.out = out_cpu;
-    const int rc_cpu = mmaemu_gemm_cpu(&g, threads);
+    const int rc_cpu = mmaemu_gemm_cpu(&g, threads, "portable");
 
     if (corrupted) {
         if (rc_check != MM_ERR_ARGUMENT || rc_ref != MM_ERR_ARGUMENT || rc_cpu != MM_ERR_ARGUMENT)
@@ -213,20 +255,27 @@ static void fuzz_gemm(reader* r, int corrupted) {
             fail("a plan inside the documented limits was refused", &g, threads);
         }
         if (rc_ref != MM_OK || rc_cpu != MM_OK) fail("a checked plan failed to run", &g, threads);
-        compare_outputs(out_ref, out_cpu, out_bytes, esize, ldo, &g, threads, "auto");
-        /* Every SIMD path this CPU has, not only the one auto picks for this shape. */
-        char paths[64];
+        compare_outputs(out_ref, out_cpu, out_bytes, esize, ldo, &g, threads, "portable");
+        /* Every other SIMD kernel this CPU has. */
+        char paths[64], *rest = NULL;
         snprintf(paths, sizeof paths, "%s", mmaemu_cpu_simd_paths());
-        for (char* path = strtok(paths, ","); path; path = strtok(NULL, ",")) {
-            setenv("MMAEMU_CPU_SIMD", path, 1);
+        for (char* path = strtok_r(paths, ",", &rest); path; path = strtok_r(NULL, ",", &rest)) {
+            if (strcmp(path, "portable") == 0) continue;
             memset(out_cpu, CANARY, out_bytes);
-            if (mmaemu_gemm_cpu(&g, threads) != MM_OK) fail("a checked plan failed to run", &g, threads);
+            if (mmaemu_gemm_cpu(&g, threads, path) != MM_OK) fail("a checked plan failed to run", &g, threads);
             compare_outputs(out_ref, out_cpu, out_bytes, esize, ldo, &g, threads, path);
         }
-        unsetenv("MMAEMU_CPU_SIMD");
+        /* An unknown kernel is refused before anything is written. */
+        memset(out_cpu, CANARY, out_bytes);
+        if (mmaemu_gemm_cpu(&g, threads, "sse9") != MM_ERR_CPU_SIMD)
+            fail("an unknown SIMD kernel was not refused with MM_ERR_CPU_SIMD", &g, threads);
+        for (size_t i = 0; i < out_bytes; i++)
+            if (out_cpu[i] != CANARY) fail("a refused SIMD kernel wrote to its output", &g, threads);
     }
     free(a);
     free(b);
+    free(sa);
+    free(sb);
     free(out_ref);
     free(out_cpu);
 }
