@@ -93,7 +93,7 @@ def build_kernels(package_dir):
     out = os.path.join(package_dir, "_fatbin")
     os.makedirs(out, exist_ok=True)
     for i, (module, gencode) in enumerate(FATBIN_MODULES.items(), start=1):
-        progress(f"CUDA fatbin {i}/{len(FATBIN_MODULES)}: {module}.cu (nvcc, about a minute each)")
+        progress(f"CUDA fatbin {i}/{len(FATBIN_MODULES)}: {module}.cu (nvcc, up to a minute each)")
         target = os.path.join(out, module + ".fatbin")
         stamp = kernel_source_hash(module)
         if os.path.exists(target + ".sha256") and open(target + ".sha256").read().strip() == stamp:

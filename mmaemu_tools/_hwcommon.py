@@ -191,6 +191,37 @@ def _run(cmd):
         return ""
 
 
+# The name a run's profiles and goldens take when no GPU is there (rehearsals, dry runs).
+DEFAULT_STEM = "h200"
+
+
+def gpu_stem(name, sm_count):
+    """The short name of a GPU for its profiles (stem, stem-te, stem-ws0) and goldens
+    (stem_torch, ...): "h200", "gh200", "h100-sxm", "h100-pcie", "h100-nvl", from the driver's
+    device name and SM count. An H100 name without its form factor ("NVIDIA H100 80GB HBM3") is
+    told by its SM count: 132 is the SXM part (114 the PCIe, which says so in its name)."""
+    words = [w for w in "".join(c if c.isalnum() else " " for c in name.lower()).split()
+             if w != "nvidia"]
+    if not words:
+        return "gpu"
+    model = words[0]
+    if model != "h100":
+        return model
+    if "pcie" in words:
+        return "h100-pcie"
+    if "nvl" in words:
+        return "h100-nvl"
+    return "h100-sxm" if sm_count == 132 else f"h100-{sm_count}sm"
+
+
+def device_stem():
+    """gpu_stem of CUDA device 0, or DEFAULT_STEM where there is none (a rehearsal)."""
+    if not torch.cuda.is_available():
+        return DEFAULT_STEM
+    p = torch.cuda.get_device_properties(0)
+    return gpu_stem(p.name, p.multi_processor_count)
+
+
 def platform_info(dry_run, cublaslt=None):
     """Versions and hardware facts that identify the platform a record comes from."""
     info = {

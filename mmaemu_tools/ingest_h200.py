@@ -7,9 +7,11 @@ OUT_DIR holds what the run returned: ground_truth.tar.gz (goldens/, tables/, pro
 summary.txt and probes*.json. The script
   1. unpacks the tarball (members that would land outside the target are refused) and copies
      goldens/*.json to test/data/hw_goldens/ and tables/*.json to tables/splitk/;
-  2. adds the profiles h200, h200-te and h200-ws0 to tables/profiles.json, every field taken
-     from the tables' provenance or copied from the matching hopper profile (preset, schemes,
-     rule, the caller's name for TE and ws0); a missing field stops the script;
+  2. adds the run's GPU's profiles to tables/profiles.json, named after it (gpu_stem of the
+     tables' device name and SM count: h200, h200-te, h200-ws0 on an H200; h100-sxm, ... on an
+     H100 SXM), every field taken from the tables' provenance or copied from the matching hopper
+     profile (preset, schemes, rule, the caller's name for TE and ws0); a missing field stops
+     the script;
   3. writes a Markdown table of the probe verdicts to stdout and OUT_DIR/probe_table.md;
   4. prints what it did and the commands to run next.
 Existing files with other contents are never overwritten without --force. Data from a dry run
@@ -25,8 +27,9 @@ import tarfile
 import tempfile
 
 HERE_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# caller recorded by record_heuristics.py -> (new profile, the hopper profile it mirrors)
-CALLERS = {"torch": ("h200", "hopper"), "te": ("h200-te", "hopper-te"), "ws0": ("h200-ws0", "hopper-ws0")}
+# caller recorded by record_heuristics.py -> (the new profile's suffix after the GPU's stem,
+# the hopper profile it mirrors)
+CALLERS = {"torch": ("", "hopper"), "te": ("-te", "hopper-te"), "ws0": ("-ws0", "hopper-ws0")}
 # the loader (mmaemu/planning/splitk.py) keys rows by mmaemu's dtype names; tables from older
 # record_heuristics.py versions have torch's names, so rows are renamed on the way in
 OUT_DTYPE_NAMES = {"float32": "f32", "bfloat16": "bf16", "float16": "f16"}
@@ -161,7 +164,9 @@ def refuse_split_never_tables(run, existing):
 
 
 def build_profiles(run, existing, refused_callers=()):
-    """The three h200 profiles, from the tables' provenance and the hopper profiles' constants."""
+    """The run's GPU's three profiles (stem, stem-te, stem-ws0), from the tables' provenance and
+    the hopper profiles' constants."""
+    from ._hwcommon import gpu_stem
     by_caller = {}
     for _, doc in run["tables"].values():
         caller = doc.get("provenance", {}).get("caller")
@@ -181,8 +186,8 @@ def build_profiles(run, existing, refused_callers=()):
             if cap is not None and cap != capability:
                 raise IngestError(f"{kind}/{name} was recorded on compute capability {cap}, "
                                   f"not {capability}: the hopper preset does not apply")
-    out = []
-    for caller, (name, model) in CALLERS.items():
+    out, stems = [], set()
+    for caller, (suffix, model) in CALLERS.items():
         if caller not in by_caller:
             continue                      # refused above, with its evidence
         doc, base = by_caller[caller], hopper[model]
@@ -190,6 +195,10 @@ def build_profiles(run, existing, refused_callers=()):
         gpu = need(prov, "gpu", tid)
         short = gpu[len("NVIDIA "):]
         sm, lt, ws = need(prov, "sm_count", tid), need(prov, "cublaslt_version", tid), need(prov, "workspace_bytes", tid)
+        stems.add(gpu_stem(gpu, sm))
+        if len(stems) > 1:
+            raise IngestError(f"the tables come from different GPUs: {sorted(stems)}")
+        name = gpu_stem(gpu, sm) + suffix
         if ws != base["workspace_bytes"]:
             raise IngestError(f"table {tid}: workspace {ws} bytes, but {model} (caller {caller}) uses "
                               f"{base['workspace_bytes']}")
@@ -222,7 +231,7 @@ def merge_profiles(existing, new, force):
                                   f"fields (use --force to replace it)")
             profs[old] = p
         else:
-            last = max(i for i, q in enumerate(profs) if q["name"].startswith(("hopper", "h200"))
+            last = max(i for i, q in enumerate(profs) if q["preset"] == "hopper"
                        and not q["experimental"])
             profs.insert(last + 1, p)
         changed.append(p["name"])
@@ -345,8 +354,9 @@ def main(argv=None):
         refused_callers = [c for n, c in tables_before.items() if n not in run["tables"]]
         plans = plan_copies(run, repo)
         copies = check_overwrites(plans, args.force)
-        merged, changed = merge_profiles(existing, build_profiles(run, existing, refused_callers),
-                                         args.force)
+        new = build_profiles(run, existing, refused_callers)
+        names = [p["name"] for p in new]
+        merged, changed = merge_profiles(existing, new, args.force)
         text = profiles_text(merged)
         validate_with_loader(text, [doc for _, doc in run["tables"].values()])
         table = probe_table(run)
@@ -368,7 +378,7 @@ def main(argv=None):
     for dest, _ in copies:
         print(f"{verb} {os.path.relpath(dest, repo)}")
     print(f"{verb} profiles {', '.join(changed)} in tables/profiles.json" if changed
-          else "profiles h200, h200-te, h200-ws0 already present and identical")
+          else f"profiles {', '.join(names)} already present and identical")
     skipped = len(plans) - len(copies)
     if skipped:
         print(f"{skipped} file(s) already present with the same contents")
@@ -376,7 +386,7 @@ def main(argv=None):
     print("next:\n"
           f"  cd {repo}\n"
           "  python -m pytest -q test/test_hw_goldens.py test/test_guide_api.py\n"
-          "  python -c \"import mmaemu; print(mmaemu.get_profile('h200'))\"\n"
+          f"  python -c \"import mmaemu; print(mmaemu.get_profile('{names[0] if names else 'h200'}'))\"\n"
           "  git add test/data/hw_goldens tables/splitk tables/profiles.json && git status\n"
           "  then fill the Results table of docs/hardware_validation.md from summary.txt and probe_table.md")
     return 0

@@ -12,7 +12,7 @@
 # The C files compile MAX_JOBS at a time (default: every core).
 #
 # Steps, most important first, each under its own time limit (seconds, overridable: T_BUILD,
-# T_CUDA, T_SELFTEST, T_BENCH, T_REST; 0 skips the step) and all inside TOTAL_S (default 270,
+# T_CUDA, T_SELFTEST, T_BENCH, T_THREADS, T_REST; 0 skips the step) and all inside TOTAL_S (default 270,
 # below the command's timeout_s: a step gets at most what is left minus 10 s). The defaults
 # (150, 90, 40, 60, rest) leave the benchmark its minute after a 40 s build with carried fatbins. Files in $OUT
 # (7 of the 8 a command may return; none shared with h200_ground_truth.sh):
@@ -20,7 +20,8 @@
 #                    target where nvcc is there, SASS facts (QGMMA count in the wgmma kernel)
 #   tests_cuda.log   the CUDA tests, GPU tests included (test/test_cuda_*.py), verbose
 #   selftest.log     python -m mmaemu selftest and info
-#   bench.log        benchmarks/cuda.py --quick (+ bench.json, rewritten after every row)
+#   bench.log        benchmarks/cuda.py --quick (+ bench.json, rewritten after every row), then
+#                    benchmarks/threads.py (the cpu executor at 1, 2, 4, ... threads)
 #   tests_rest.log   the rest of the test suite
 #   cuda_summary.txt one line per step: exit status, seconds, command
 set -u
@@ -79,27 +80,15 @@ step tests_cuda "${T_CUDA:-90}" "$OUT/tests_cuda.log" $PY -m pytest -v -rs $XDIS
 
 # 3. self-tests (verdicts cached by step 2 in $MMAEMU_CACHE_DIR) and status
 LOG=$OUT/selftest.log
-if [ -f mmaemu/__main__.py ]; then
-    step selftest "${T_SELFTEST:-40}" "$LOG" $PY -m mmaemu selftest
-    timeout -k 5 30 $PY -m mmaemu info >> "$LOG" 2>&1
-else
-    step selftest "${T_SELFTEST:-40}" "$LOG" $PY -c "
-import sys
-from mmaemu.runtime import backends
-print(backends.driver_status()); print(backends.nvrtc_status()[0]); print(backends.device_info(0))
-res = backends.selftest()
-for r in res:
-    print(f'{r.kernel:11s} {r.preset:7s} {r.status:11s} required={r.required!s:5} cases={r.cases} '
-          f'mismatches={r.mismatches} {r.seconds:.1f}s cached={r.cached} {r.detail}')
-for row in backends.status():
-    print(row)
-sys.exit(0 if res and all(r.passed for r in res if r.required) else 1)"
-fi
+step selftest "${T_SELFTEST:-40}" "$LOG" $PY -m mmaemu selftest
+timeout -k 5 30 $PY -m mmaemu info >> "$LOG" 2>&1
 
 # 4. throughput beside native torch._scaled_mm
 step bench "${T_BENCH:-60}" "$OUT/bench.log" $PY benchmarks/cuda.py --quick --json "$OUT/bench.json"
 
-# 5. the rest of the suite
+# 5. the cpu executor's thread scaling on this machine's cores (1, 2, 4, ... threads, one run)
+step threads "${T_THREADS:-30}" "$OUT/bench.log" $PY benchmarks/threads.py --rounds 2
+# 6. the rest of the suite
 step tests_rest "${T_REST:-120}" "$OUT/tests_rest.log" $PY -m pytest -v -rs $XDIST --durations=15 \
     --ignore-glob='test/test_cuda_*.py' test
 

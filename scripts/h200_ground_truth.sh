@@ -123,6 +123,10 @@ built() {  # waits for the build (dry runs: the CPU model needs it); false if it
   echo "TOTAL_S=$TOTAL_S; cores $(nproc)"
 } > "$W/logs/env.log"
 cat "$W/logs/env.log"
+# the run's profiles and goldens are named after the GPU it runs on (h200, h100-sxm, ...;
+# a rehearsal without a GPU: h200), not always h200
+STEM=$($PY -c "from mmaemu_tools._hwcommon import device_stem; print(device_stem())" 2>>"$W/logs/env.log" || echo h200)
+echo "stem: $STEM" | tee -a "$W/logs/env.log"
 
 # 1. build (the replay and P8's model comparison; the dry run's CPU model)
 ( job build 150 env MAX_JOBS=${MAX_JOBS:-$(nproc)} MMAEMU_BUILD_FATBIN=0 $PY setup.py build_ext --inplace
@@ -143,11 +147,11 @@ done
 TINY=${QUICK:+--corpus tiny}
 (
   model_ready || exit 0
-  job goldens_torch 120 $PY -m mmaemu_tools.record_goldens --out "$W/goldens" --tag h200_torch --budget-s 90 $DRY $TINY
+  job goldens_torch 120 $PY -m mmaemu_tools.record_goldens --out "$W/goldens" --tag "${STEM}_torch" --budget-s 90 $DRY $TINY
   job goldens_ws32m 50 env CUBLASLT_WORKSPACE_SIZE=32768 $PY -m mmaemu_tools.record_goldens --out "$W/goldens" \
-     --tag h200_ws32m --groups D,F --budget-s 35 $DRY $TINY
+     --tag "${STEM}_ws32m" --groups D,F --budget-s 35 $DRY $TINY
   job goldens_ws0 40 env CUBLASLT_WORKSPACE_SIZE=0 $PY -m mmaemu_tools.record_goldens --out "$W/goldens" \
-     --tag h200_ws0 --groups F --budget-s 25 $DRY $TINY
+     --tag "${STEM}_ws0" --groups F --budget-s 25 $DRY $TINY
 ) &
 echo "started goldens chain (pid $!)"
 

@@ -259,13 +259,13 @@ def _use_tables(monkeypatch, tables):
     monkeypatch.setattr(S, "_TABLES", {})
 
 
-def _synthetic_run(folder, sm_count=132):
+def _synthetic_run(folder, sm_count=132, gpu="NVIDIA H200"):
     """A run's folder as the GPU run packs it: one golden, three tables, one probes file."""
     (folder / "goldens").mkdir(parents=True)
     (folder / "tables").mkdir()
     (folder / "probes").mkdir()
     (folder / "logs").mkdir()
-    platform = {"dry_run": False, "gpu": "NVIDIA H200", "sm_count": sm_count, "capability": "9.0"}
+    platform = {"dry_run": False, "gpu": gpu, "sm_count": sm_count, "capability": "9.0"}
     hw.write_json(str(folder / "goldens" / "h200_torch.json"),
                   {"format": "mmaemu-hw-goldens/1", "tag": "h200_torch", "platform": platform,
                    "cases": [], "rejected": [], "seconds": 0.1})
@@ -275,7 +275,7 @@ def _synthetic_run(folder, sm_count=132):
                  "fast_accum": True, "splits": 1 if caller == "ws0" else 4,
                  "scheme": "none" if caller == "ws0" else "contiguous", "algo": 66, "tile": 20,
                  "custom_option": 0, "note": "synthetic test row"}]
-        prov = {"gpu": "NVIDIA H200", "sm_count": sm_count, "cublaslt_version": "12.9.1.4",
+        prov = {"gpu": gpu, "sm_count": sm_count, "cublaslt_version": "12.9.1.4",
                 "workspace_bytes": ws, "caller": caller, "recorded_with": "test", "date": "2026-12-02",
                 "source": "cuBLASLt heuristic queried on the GPU (test stand-in)", "torch": "2.8.0"}
         record_heuristics.write_table(str(folder / "tables" / f"{tid}.json"),
@@ -558,3 +558,24 @@ def test_blockwise_probe_dry_run_without_mmaemus_blockwise_path(tmp_path, monkey
     assert entry["verdict"] == "confirmed" and entry["matching_hypotheses"] == ["ffma/128"]
     assert "exactmodel ffma/128" in entry["result"]["device"]
     assert "blockwise" in entry["result"]["mmaemu_cublaslt"]["skipped"]
+
+
+@pytest.mark.parametrize("name, sm, stem", [
+    ("NVIDIA H200", 132, "h200"), ("NVIDIA H100 80GB HBM3", 132, "h100-sxm"),
+    ("NVIDIA H100 PCIe", 114, "h100-pcie"), ("NVIDIA H100 NVL", 132, "h100-nvl"),
+    ("NVIDIA GH200 480GB", 132, "gh200"), ("NVIDIA H100", 120, "h100-120sm")])
+def test_a_runs_names_follow_its_gpu(name, sm, stem):
+    assert hw.gpu_stem(name, sm) == stem
+
+
+def test_ingest_names_the_profiles_after_the_gpu_it_ran_on(tmp_path, monkeypatch, capsys):
+    """An H100 SXM's decisions are neither an H200's nor the H100 PCIe's: its run becomes the
+    profiles h100-sxm, h100-sxm-te and h100-sxm-ws0, never h200."""
+    run = _synthetic_run(tmp_path / "w", gpu="NVIDIA H100 80GB HBM3")
+    out = _pack(run, tmp_path / "out")
+    repo = _scratch_repo(tmp_path / "repo")
+    assert ingest_h200.main([str(out), "--repo", str(repo)]) == 0
+    names = [p["name"] for p in json.loads((repo / "tables" / "profiles.json").read_text())["profiles"]]
+    assert {"h100-sxm", "h100-sxm-te", "h100-sxm-ws0"} <= set(names)
+    assert not any(n.startswith("h200") for n in names)
+    assert "get_profile('h100-sxm')" in capsys.readouterr().out

@@ -282,7 +282,7 @@ def test_cli_explain_shows_table_envelope_and_unknown_with_the_bound(capsys):
 # ---- cost: lazy loading, microsecond lookups ---------------------------------------------------
 
 def test_import_does_not_load_a_table():
-    code = ("import sys, mmaemu; from mmaemu import splitk; "
+    code = ("import sys, mmaemu; from mmaemu.planning import splitk; "
             "assert not splitk._TABLES, splitk._TABLES; print('ok')")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        env=dict(os.environ, PYTHONPATH=str(ROOT)))
