@@ -49,6 +49,7 @@ import torch
 
 import mmaemu
 from mmaemu.nn import BlockwiseFP8Linear, act_quant, swap_fp8_linears, weight_quant
+from mmaemu.testing import hashed_bf16
 
 PROFILE = "hopper"
 KERNEL = "deepgemm"
@@ -67,17 +68,8 @@ GOLDEN = {
 # ---------------------------------------------------------------------------------------------
 # Arithmetic with the same bits on every machine.
 
-@functools.lru_cache(maxsize=None)     # the block is built twice from the same weights
-def exact_bf16(shape, seed, exp):
-    """bf16 values k * 2^exp, k in [-128, 127] from an integer hash: identical on every machine
-    and torch version (no floating-point random number generator involved). Read-only."""
-    n = math.prod(shape)
-    h = torch.arange(n, dtype=torch.int64) * 1103515245 + 12345 + seed * 2654435761
-    h = h & 0x7FFFFFFF
-    h = ((h ^ (h >> 15)) * 2246822519) & 0x7FFFFFFF
-    h = h ^ (h >> 13)
-    k = (h & 0xFF) - 128
-    return (k.float() * 2.0 ** exp).to(torch.bfloat16).reshape(shape)
+# machine-independent inputs, cached (read-only): the block is built twice from the same weights
+exact_bf16 = functools.lru_cache(maxsize=None)(hashed_bf16)
 
 
 def to_bf16(t):

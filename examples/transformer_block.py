@@ -29,6 +29,7 @@ import torch
 
 import mmaemu
 from mmaemu.nn import EmulatedFP8Linear
+from mmaemu.testing import hashed_bf16
 
 HIDDEN = 1920          # Evo 2 1B hidden size; its FP8 input projection is [3 * 1920, 1920]
 L = 10                 # tokens: a short sequence so that the CPU run takes seconds
@@ -44,20 +45,6 @@ GOLDEN = {
 }
 
 
-def exact_bf16(shape, seed, exp):
-    """bf16 values k * 2^exp, k in [-128, 127] from an integer hash: identical on every machine
-    and torch version (no floating-point random number generator involved)."""
-    n = 1
-    for s in shape:
-        n *= s
-    h = torch.arange(n, dtype=torch.int64) * 1103515245 + 12345 + seed * 2654435761
-    h = h & 0x7FFFFFFF
-    h = ((h ^ (h >> 15)) * 2246822519) & 0x7FFFFFFF
-    h = h ^ (h >> 13)
-    k = (h & 0xFF) - 128
-    return (k.float() * 2.0 ** exp).to(torch.bfloat16).reshape(shape)
-
-
 def amax_scale(t):
     """448 / amax in fp32: the E4M3 quantisation scale of a max-based recipe with margin 0."""
     return torch.tensor(448.0) / t.abs().max().float()
@@ -66,8 +53,8 @@ def amax_scale(t):
 class GatedFP8Block(torch.nn.Module):
     def __init__(self):
         super().__init__()
-        w_in = exact_bf16((3 * HIDDEN, HIDDEN), seed=1, exp=-11)     # |w| <= 1/16
-        w_out = exact_bf16((HIDDEN, HIDDEN), seed=2, exp=-11)
+        w_in = hashed_bf16((3 * HIDDEN, HIDDEN), seed=1, exp=-11)     # |w| <= 1/16
+        w_out = hashed_bf16((HIDDEN, HIDDEN), seed=2, exp=-11)
         self.scale_x = torch.tensor(448.0 / 4.0)                    # inputs are |x| <= 4
         self.proj_in = EmulatedFP8Linear(w_in, self.scale_x, amax_scale(w_in), PROFILE,
                                          splitk=SPLITK)
@@ -115,7 +102,7 @@ def main():
     ap.add_argument("--record", action="store_true", help="print the golden hashes to store")
     args = ap.parse_args()
 
-    x = exact_bf16((L, HIDDEN), seed=3, exp=-5)                         # |x| <= 4
+    x = hashed_bf16((L, HIDDEN), seed=3, exp=-5)                         # |x| <= 4
     block = GatedFP8Block()
     with torch.inference_mode():
         qkv, z, proj_out, out = block(x)

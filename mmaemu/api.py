@@ -83,7 +83,7 @@ def _plan(v, fast, profile, backend, splitk, stacklevel, bias=None, op="scaled_m
                              profile=profile, backend=backend, splitk=splitk,
                              device_type=v.device.type, device_index=v.device.index,
                              scaling=v.scaling, bias=bias, op=op,
-                             blockwise=getattr(v, "blockwise", None))
+                             blockwise=v.blockwise)
     emit(warns, stacklevel=stacklevel + 1)
     return plan
 

@@ -22,7 +22,7 @@ import torch
 
 from .errors import ReferenceRejectsError, UnsupportedFeatureError
 from .ops import grouped_result
-from .validation import torch_name
+from .validation import _require_devices_and_layouts, _require_no_grad, torch_name
 
 DESCRIPTION = (
     "torch's CUTLASS grouped kernel (aten/src/ATen/native/cuda/ScaledGroupMM.cu@017943b7, "
@@ -129,12 +129,8 @@ def validate_grouped(mat_a, mat_b, scale_a, scale_b, offs=None, bias=None, scale
     ValidatedGrouped."""
     validate_grouped_types(mat_a, mat_b, scale_a, scale_b, offs, bias, scale_result, out_dtype,
                            use_fast_accum)
-    for name, t in (("mat_a", mat_a), ("mat_b", mat_b), ("scale_a", scale_a),
-                    ("scale_b", scale_b), ("offs", offs)):
-        if t is not None and (t.device.type not in ("cpu", "cuda", "meta")
-                              or t.layout != torch.strided):
-            raise UnsupportedFeatureError(f"{_FN}: {name} is a {t.layout} tensor on {t.device}; "
-                                          "mmaemu computes on dense CPU and CUDA tensors")
+    named = (("mat_a", mat_a), ("mat_b", mat_b), ("scale_a", scale_a), ("scale_b", scale_b))
+    _require_devices_and_layouts(_FN, named + (("offs", offs),))
     for name, t in (("mat_a", mat_a), ("mat_b", mat_b)):
         if t.dim() not in (2, 3):     # before the strides are read (torch reads them first)
             raise ReferenceRejectsError(f"{name} has to be 2 or 3d")
@@ -180,7 +176,7 @@ def validate_grouped(mat_a, mat_b, scale_a, scale_b, offs=None, bias=None, scale
     if out_dtype != torch.bfloat16:
         raise ReferenceRejectsError("Only bf16 high precision output types are supported for "
                                     "grouped gemm")
-    layout, groups, shape, (M, N, K) = _output(mat_a, mat_b, offs)
+    layout, groups, (M, N, K) = _layout(mat_a, mat_b, offs)
     for name, t in (("mat_a", mat_a), ("mat_b", mat_b)):
         if t.dtype != torch.float8_e4m3fn:   # torch's text names mat_a for both (sic)
             raise ReferenceRejectsError(
@@ -192,39 +188,28 @@ def validate_grouped(mat_a, mat_b, scale_a, scale_b, offs=None, bias=None, scale
         if t is not None and t.device != mat_a.device:
             raise ReferenceRejectsError(f"{_FN}: {name} is on {t.device}, mat_a on "
                                         f"{mat_a.device}: all tensors must be on one device")
-    if torch.is_grad_enabled():
-        for name, t in (("mat_a", mat_a), ("mat_b", mat_b), ("scale_a", scale_a),
-                        ("scale_b", scale_b)):
-            if t.requires_grad:
-                raise UnsupportedFeatureError(
-                    f"{_FN}: {name} requires grad while grad mode is on; mmaemu is inference "
-                    "only (detach the tensor, or run under torch.inference_mode() or "
-                    "torch.no_grad())")
-    _, strides = grouped_result(mat_a, mat_b, offs)
+    _require_no_grad(_FN, named)
+    shape, strides = grouped_result(mat_a, mat_b, offs)
     return ValidatedGrouped(layout, groups, shape, strides, mat_a.device, M, N, K)
 
 
-def _output(mat_a, mat_b, offs):
-    """(layout, groups, output shape, (M, N, K) of the whole call): create_grouped_gemm_output
-    _tensor's shapes and checks."""
+def _layout(mat_a, mat_b, offs):
+    """(layout, groups, (M, N, K) of the whole call), with create_grouped_gemm_output_tensor's
+    checks; the output's shape and strides are ops.grouped_result's."""
     a2, b2 = mat_a.dim() == 2, mat_b.dim() == 2
     if a2 and b2:
-        return "2d2d", offs.shape[0], (offs.shape[0], mat_a.shape[0], mat_b.shape[1]), \
-            (mat_a.shape[0], mat_b.shape[1], mat_a.shape[1])
+        return "2d2d", offs.shape[0], (mat_a.shape[0], mat_b.shape[1], mat_a.shape[1])
     if a2:
         if offs.shape[0] != mat_b.shape[0]:
             raise ReferenceRejectsError("matrix batch sizes have to match")
-        return "2d3d", offs.shape[0], (mat_a.shape[0], mat_b.shape[-1]), \
-            (mat_a.shape[0], mat_b.shape[-1], mat_a.shape[1])
+        return "2d3d", offs.shape[0], (mat_a.shape[0], mat_b.shape[-1], mat_a.shape[1])
     if b2:
         if offs.shape[0] != mat_a.shape[0]:
             raise ReferenceRejectsError("matrix batch sizes have to match")
-        return "3d2d", offs.shape[0], (mat_a.shape[1], mat_b.shape[1]), \
-            (mat_a.shape[1], mat_b.shape[1], mat_a.shape[2])
+        return "3d2d", offs.shape[0], (mat_a.shape[1], mat_b.shape[1], mat_a.shape[2])
     if mat_a.shape[0] != mat_b.shape[0]:
         raise ReferenceRejectsError("batched dimension has to match")
-    return "3d3d", mat_a.shape[0], (mat_a.shape[0], mat_a.shape[1], mat_b.shape[-1]), \
-        (mat_a.shape[1], mat_b.shape[-1], mat_a.shape[2])
+    return "3d3d", mat_a.shape[0], (mat_a.shape[1], mat_b.shape[-1], mat_a.shape[2])
 
 
 @dataclass(frozen=True)

@@ -57,3 +57,18 @@ def assert_bitwise_equal(actual, expected, msg=None):
     summary = ", ".join(f"{k}: {v}" for k, v in classes.items())
     raise AssertionError(f"{prefix}{n} of {a.numel()} elements differ in their bits ({summary})\n"
                          + "\n".join(lines))
+
+
+def hashed_bf16(shape, seed, exp):
+    """bf16 values k * 2^exp, k in [-128, 127] from an integer hash of the index and seed:
+    identical on every machine and torch version (no floating-point random number generator
+    involved), for inputs whose results can be checked against stored hashes."""
+    n = 1
+    for s in shape:
+        n *= s
+    h = torch.arange(n, dtype=torch.int64) * 1103515245 + 12345 + seed * 2654435761
+    h = h & 0x7FFFFFFF
+    h = ((h ^ (h >> 15)) * 2246822519) & 0x7FFFFFFF
+    h = h ^ (h >> 13)
+    k = (h & 0xFF) - 128
+    return (k.float() * 2.0 ** exp).to(torch.bfloat16).reshape(shape)
